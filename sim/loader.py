@@ -1,0 +1,613 @@
+"""Load world folders into validated `World` models, collecting every problem with file, field and hint.
+
+A world folder holds `world.yaml` (required), and optionally `tools.json` (an MCP
+`tools` array), `state.json`, `policy.md`, `examples/*.json` and `tasks.jsonl`.
+`load_world` raises `WorldError` listing all issues; `load_worlds` loads many
+folders and never lets one bad world stop the others.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import yaml
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ValidationError
+
+from .errors import UnknownWorldError, WorldError, WorldIssue
+from .world import Example, SimulatorHints, Task, ToolSpec, World
+
+__all__ = ["LoadReport", "default_worlds_dir", "load_world", "load_worlds", "validate_instance"]
+
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+"""MCP spec (2025-11-25): 1-128 characters from A-Z a-z 0-9 _ - . ; case-sensitive, no spaces."""
+
+
+def default_worlds_dir() -> Path:
+    """`./tool_specs` when it exists, else the worlds shipped inside the package."""
+    local = Path("tool_specs")
+    if (local / "mock" / "world.yaml").exists():
+        return local
+    spec = importlib.util.find_spec("simia.tool_specs")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        if Path(location, "mock", "world.yaml").exists():
+            return Path(location)
+    return local
+
+
+def _json_path(loc: Iterable[str | int]) -> str:
+    out = "$"
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _pointer_path(prefix: str, parts: Iterable[str | int]) -> str:
+    return prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+class _Collector:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.issues: list[WorldIssue] = []
+
+    def add(self, file: str, path: str, message: str, hint: str = "", line: int | None = None) -> None:
+        self.issues.append(WorldIssue(file=file, path=path, message=message, hint=hint, line=line))
+
+    def pydantic(self, file: str, prefix: str, err: ValidationError, model: type[BaseModel]) -> None:
+        for item in err.errors():
+            loc = [p for p in item["loc"] if not isinstance(p, str) or not p.startswith("function-")]
+            path = _pointer_path(prefix, loc)
+            kind = item["type"]
+            if kind == "extra_forbidden":
+                name = str(loc[-1]) if loc else ""
+                known = _known_fields(model, loc[:-1])
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"allowed fields: {', '.join(known)}"
+                self.add(file, path, f"unknown field {name!r}", hint)
+            elif kind == "missing":
+                self.add(file, path, "missing required field", f"add {str(loc[-1])!r}")
+            else:
+                self.add(file, path, item["msg"], f"got {_short(item.get('input'))}")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _known_fields(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
+    """Field names (wire names) of the model that `loc` points into, best effort."""
+    current: type[BaseModel] = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        info = current.model_fields.get(part) or next(
+            (f for f in current.model_fields.values() if f.alias == part), None
+        )
+        inner = _model_in(info.annotation) if info else None
+        if inner is None:
+            break
+        current = inner
+    return sorted((f.alias or n) for n, f in current.model_fields.items())
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found:
+            return found
+    return None
+
+
+class _WorldFile(BaseModel):
+    """The shape of world.yaml (validated before the parts are assembled)."""
+
+    model_config = {"extra": "forbid"}
+
+    name: str
+    title: str = ""
+    description: str = ""
+    version: str | int | float = "1"
+    policy: str | None = None
+    tools: list[Any] | None = None  # validated one by one in _load_tools
+    state_schema: dict[str, Any] | None = None
+    simulator: SimulatorHints = SimulatorHints()
+
+
+def _read_yaml(path: Path, issues: _Collector) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line = mark.line + 1 if mark else None
+        issues.add(
+            str(path), "$", f"YAML syntax error: {exc.problem}", "fix the YAML syntax at that line", line
+        )
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        issues.add(str(path), "$", f"cannot read YAML: {exc}", "save the file as UTF-8 YAML")
+    return None
+
+
+def _read_json(path: Path, issues: _Collector) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        issues.add(
+            str(path),
+            "$",
+            f"JSON syntax error: {exc.msg} (column {exc.colno})",
+            "fix the JSON syntax",
+            exc.lineno,
+        )
+    except UnicodeDecodeError as exc:
+        issues.add(str(path), "$", f"cannot read JSON: {exc}", "save the file as UTF-8 JSON")
+    return None
+
+
+def _check_schema(
+    schema: dict[str, Any], file: str, path: str, issues: _Collector, *, root_object: bool
+) -> bool:
+    """Check a JSON Schema against its metaschema (2020-12 unless `$schema` says otherwise)."""
+    cls = validators.validator_for(schema, default=Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        where = _pointer_path(path, list(exc.path))
+        issues.add(
+            file,
+            where,
+            f"not a valid JSON Schema: {exc.message}",
+            "see https://json-schema.org/draft/2020-12",
+        )
+        return False
+    if root_object and schema.get("type") != "object":
+        issues.add(
+            file,
+            f"{path}.type",
+            f"schema root must be 'type: object', got {schema.get('type')!r}",
+            "MCP requires object arguments and results; wrap the value in an object property",
+        )
+        return False
+    return True
+
+
+def validate_instance(schema: dict[str, Any], instance: Any) -> list[str]:
+    """Validate `instance` against `schema`; returns readable messages (empty when valid)."""
+    cls = validators.validator_for(schema, default=Draft202012Validator)
+    out = []
+    for err in sorted(cls(schema).iter_errors(instance), key=lambda e: list(e.absolute_path)):
+        out.append(f"{_pointer_path('$', list(err.absolute_path))}: {err.message}")
+    return out
+
+
+def _is_json_pointer(text: str) -> bool:
+    return text == "" or (text.startswith("/") and re.search(r"~(?![01])", text) is None)
+
+
+def load_world(folder: str | Path) -> World:
+    """Load and validate one world folder.
+
+    Args:
+        folder: path to a folder holding `world.yaml`.
+
+    Returns:
+        The validated `World`.
+
+    Raises:
+        WorldError: with every problem found (file, JSON path, message, hint).
+    """
+    folder = Path(folder)
+    issues = _Collector(folder)
+    world_file = folder / "world.yaml"
+    if not world_file.is_file():
+        raise WorldError(
+            folder.name,
+            [
+                WorldIssue(
+                    str(folder),
+                    "$",
+                    "no world.yaml in this folder",
+                    "a world folder needs world.yaml with at least name and tools",
+                )
+            ],
+        )
+    raw = _read_yaml(world_file, issues)
+    if raw is None and not issues.issues:
+        issues.add(str(world_file), "$", "file is empty", "add at least 'name' and 'tools'")
+    if issues.issues:
+        raise WorldError(folder.name, issues.issues, str(folder))
+    if not isinstance(raw, dict):
+        raise WorldError(
+            folder.name,
+            [
+                WorldIssue(
+                    str(world_file),
+                    "$",
+                    f"expected a mapping, got {type(raw).__name__}",
+                    "world.yaml must be a YAML mapping of name, tools, ...",
+                )
+            ],
+        )
+    head: _WorldFile | None = None
+    try:
+        head = _WorldFile.model_validate(raw)
+    except ValidationError as exc:
+        issues.pydantic(str(world_file), "$", exc, _WorldFile)
+    name = str(raw.get("name") or folder.name)
+
+    tools, declared = _load_tools(folder, world_file, raw, issues)
+    policy = _load_policy(folder, world_file, head, issues)
+    state_schema = head.state_schema if head else None
+    if state_schema is not None and not _check_schema(
+        state_schema, str(world_file), "$.state_schema", issues, root_object=False
+    ):
+        state_schema = None
+    state = _load_state(folder, state_schema, issues)
+    tools_by_name = {t.name: t for t in tools}
+    examples = _load_examples(folder, tools_by_name, declared, issues)
+    tasks = _load_tasks(folder, state, state_schema, issues)
+    if issues.issues or head is None:
+        raise WorldError(name, issues.issues, str(folder))
+    return World(
+        name=head.name,
+        title=head.title,
+        description=head.description,
+        version=str(head.version),
+        policy=policy,
+        tools=tools,
+        state_schema=state_schema,
+        simulator=head.simulator,
+        initial_state=state,
+        examples=examples,
+        tasks=tasks,
+        source=str(folder),
+    )
+
+
+def _load_tools(
+    folder: Path, world_file: Path, raw: dict[str, Any], issues: _Collector
+) -> tuple[list[ToolSpec], set[str]]:
+    """Validate each tool; returns the valid tools and every declared name (valid or not)."""
+    tools_json = folder / "tools.json"
+    file, prefix = str(world_file), "$.tools"
+    raw_tools: Any = raw.get("tools")
+    if tools_json.is_file():
+        if raw_tools is not None:
+            issues.add(
+                str(world_file),
+                "$.tools",
+                "tools are defined both here and in tools.json",
+                "keep one: delete 'tools' from world.yaml or delete tools.json",
+            )
+            return [], set()
+        raw_tools = _read_json(tools_json, issues)
+        file, prefix = str(tools_json), "$"
+        if isinstance(raw_tools, dict) and "tools" in raw_tools:  # a whole tools/list result
+            raw_tools, prefix = raw_tools["tools"], "$.tools"
+    if raw_tools is None:
+        if not tools_json.is_file():
+            issues.add(
+                str(world_file),
+                "$.tools",
+                "missing required field",
+                "add a 'tools' list to world.yaml or a tools.json file",
+            )
+        return [], set()
+    if not isinstance(raw_tools, list):
+        issues.add(
+            file, prefix, f"expected a list of tools, got {type(raw_tools).__name__}", "use a YAML/JSON list"
+        )
+        return [], set()
+    tools: list[ToolSpec] = []
+    seen: dict[str, int] = {}
+    declared = {str(t["name"]) for t in raw_tools if isinstance(t, dict) and "name" in t}
+    for i, item in enumerate(raw_tools):
+        path = f"{prefix}[{i}]"
+        try:
+            tool = ToolSpec.model_validate(item)
+        except ValidationError as exc:
+            issues.pydantic(file, path, exc, ToolSpec)
+            continue
+        ok = True
+        if not TOOL_NAME.match(tool.name):
+            issues.add(
+                file,
+                f"{path}.name",
+                f"tool name {tool.name!r} is not allowed by MCP",
+                "use 1-128 characters from A-Z, a-z, 0-9, '_', '-', '.'",
+            )
+            ok = False
+        if tool.name in seen:
+            issues.add(
+                file,
+                f"{path}.name",
+                f"duplicate tool name {tool.name!r} (first at {prefix}[{seen[tool.name]}])",
+                "tool names must be unique within a world",
+            )
+            ok = False
+        seen.setdefault(tool.name, i)
+        ok &= _check_schema(tool.input_schema, file, f"{path}.inputSchema", issues, root_object=True)
+        if tool.output_schema is not None:
+            ok &= _check_schema(tool.output_schema, file, f"{path}.outputSchema", issues, root_object=True)
+        codes = [e.code for e in tool.errors]
+        for dup in {c for c in codes if codes.count(c) > 1}:
+            issues.add(
+                file, f"{path}.errors", f"duplicate error code {dup!r}", "error codes must be unique per tool"
+            )
+            ok = False
+        if ok:
+            tools.append(tool)
+    if not raw_tools:
+        issues.add(file, prefix, "a world needs at least one tool", "add a tool with name and inputSchema")
+    return tools, declared
+
+
+def _load_policy(folder: Path, world_file: Path, head: _WorldFile | None, issues: _Collector) -> str:
+    policy_md = folder / "policy.md"
+    inline = head.policy if head else None
+    if policy_md.is_file():
+        if inline:
+            issues.add(
+                str(world_file),
+                "$.policy",
+                "policy is given both inline and in policy.md",
+                "keep one: delete 'policy' from world.yaml or delete policy.md",
+            )
+        return policy_md.read_text(encoding="utf-8").strip()
+    return (inline or "").strip()
+
+
+def _load_state(folder: Path, state_schema: dict[str, Any] | None, issues: _Collector) -> dict[str, Any]:
+    path = folder / "state.json"
+    if not path.is_file():
+        state: Any = {}
+    else:
+        state = _read_json(path, issues)
+        if state is None:
+            return {}
+    if not isinstance(state, dict):
+        issues.add(
+            str(path),
+            "$",
+            f"the state must be a JSON object, got {type(state).__name__}",
+            'wrap the state in an object, e.g. {"items": [...]}',
+        )
+        return {}
+    if state_schema is not None:
+        for message in validate_instance(state_schema, state):
+            issues.add(
+                str(path),
+                message.split(":", 1)[0],
+                "state violates state_schema:" + message.split(":", 1)[1],
+                "fix state.json or state_schema in world.yaml",
+            )
+    return state
+
+
+def _load_examples(
+    folder: Path, tools: dict[str, ToolSpec], declared: set[str], issues: _Collector
+) -> list[Example]:
+    examples: list[Example] = []
+    for path in sorted((folder / "examples").glob("*.json")):
+        data = _read_json(path, issues)
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            issues.add(
+                str(path), "$", "an example must be an object with 'messages'", 'use {"messages": [...]}'
+            )
+            continue
+        try:
+            example = Example.model_validate({"name": path.stem, **data})
+        except ValidationError as exc:
+            issues.pydantic(str(path), "$", exc, Example)
+            continue
+        before = len(issues.issues)
+        _check_example(example, str(path), tools, declared, issues)
+        if len(issues.issues) == before:
+            examples.append(example)
+    return examples
+
+
+def _check_example(
+    example: Example, file: str, tools: dict[str, ToolSpec], declared: set[str], issues: _Collector
+) -> None:
+    for i, message in enumerate(example.messages):
+        role = message.get("role")
+        if role not in {"system", "user", "assistant", "tool", "developer"}:
+            issues.add(
+                file,
+                f"$.messages[{i}].role",
+                f"unknown role {role!r}",
+                "use system, user, assistant or tool (OpenAI chat format)",
+            )
+        for j, call in enumerate(message.get("tool_calls") or []):
+            path = f"$.messages[{i}].tool_calls[{j}].function"
+            fn = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(fn, dict):
+                issues.add(
+                    file, path, "missing 'function'", 'use {"id", "type": "function", "function": {...}}'
+                )
+                continue
+            tool = tools.get(str(fn.get("name")))
+            if tool is None and str(fn.get("name")) in declared:
+                continue  # the tool itself is invalid and already reported
+            if tool is None:
+                close = difflib.get_close_matches(str(fn.get("name")), list(tools), n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"tools: {', '.join(sorted(tools))}"
+                issues.add(
+                    file, f"{path}.name", f"calls tool {fn.get('name')!r}, which the world lacks", hint
+                )
+                continue
+            args = fn.get("arguments", "{}")
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except json.JSONDecodeError as exc:
+                    issues.add(
+                        file,
+                        f"{path}.arguments",
+                        f"arguments are not valid JSON: {exc.msg}",
+                        "arguments are a JSON-encoded string of an object",
+                    )
+                    continue
+            for problem in validate_instance(tool.input_schema, args):
+                issues.add(
+                    file,
+                    f"{path}.arguments",
+                    f"breaks {tool.name}'s inputSchema: {problem}",
+                    "make the example's arguments match the tool's inputSchema",
+                )
+
+
+def _load_tasks(
+    folder: Path, state: dict[str, Any], state_schema: dict[str, Any] | None, issues: _Collector
+) -> list[Task]:
+    path = folder / "tasks.jsonl"
+    if not path.is_file():
+        return []
+    tasks: list[Task] = []
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            issues.add(
+                str(path),
+                "$",
+                f"JSON syntax error: {exc.msg} (column {exc.colno})",
+                "each line must be one JSON object",
+                lineno,
+            )
+            continue
+        try:
+            task = Task.model_validate(raw)
+        except ValidationError as exc:
+            before = len(issues.issues)
+            issues.pydantic(str(path), "$", exc, Task)
+            issues.issues[before:] = [
+                WorldIssue(i.file, i.path, i.message, i.hint, lineno) for i in issues.issues[before:]
+            ]
+            continue
+        ok = True
+        if task.id in seen:
+            issues.add(
+                str(path),
+                "$.id",
+                f"duplicate task id {task.id!r} (first on line {seen[task.id]})",
+                "task ids must be unique within a world",
+                lineno,
+            )
+            ok = False
+        seen.setdefault(task.id, lineno)
+        for pointer in task.expected_state:
+            if not _is_json_pointer(pointer):
+                issues.add(
+                    str(path),
+                    f"$.expected_state[{pointer!r}]",
+                    f"{pointer!r} is not a JSON Pointer",
+                    "JSON Pointers start with '/', e.g. '/orders/O1/status'; escape '~' as ~0 and '/' as ~1",
+                    lineno,
+                )
+                ok = False
+        if task.initial_state_patch:
+            try:
+                patched = jsonpatch.apply_patch(state, task.initial_state_patch)
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as exc:
+                issues.add(
+                    str(path),
+                    "$.initial_state_patch",
+                    f"patch does not apply to state.json: {exc}",
+                    "use RFC 6902 operations whose paths exist in state.json",
+                    lineno,
+                )
+                ok = False
+            else:
+                for message in validate_instance(state_schema or {}, patched):
+                    issues.add(
+                        str(path),
+                        "$.initial_state_patch",
+                        f"patched state violates state_schema: {message}",
+                        "fix the patch or the state_schema",
+                        lineno,
+                    )
+                    ok = False
+        if ok:
+            tasks.append(task)
+    return tasks
+
+
+@dataclass
+class LoadReport:
+    """The outcome of loading many world folders: what loaded and what failed."""
+
+    worlds: dict[str, World] = field(default_factory=dict)
+    errors: list[WorldError] = field(default_factory=list)
+
+    def get(self, name: str) -> World:
+        try:
+            return self.worlds[name]
+        except KeyError:
+            raise UnknownWorldError(name, list(self.worlds)) from None
+
+
+def _world_folders(path: Path) -> list[Path]:
+    if (path / "world.yaml").is_file():
+        return [path]
+    return sorted(p for p in path.iterdir() if p.is_dir() and (p / "world.yaml").is_file())
+
+
+def load_worlds(paths: Iterable[str | Path]) -> LoadReport:
+    """Load every world under `paths` (each a world folder or a folder of worlds).
+
+    A bad world is recorded in `errors` and never stops the others. Two worlds
+    with the same name are an error for the second one.
+    """
+    report = LoadReport()
+    for base in map(Path, paths):
+        if not base.is_dir():
+            report.errors.append(
+                WorldError(
+                    base.name,
+                    [WorldIssue(str(base), "$", "not a folder", "pass a world folder or a folder of worlds")],
+                )
+            )
+            continue
+        for folder in _world_folders(base):
+            try:
+                world = load_world(folder)
+            except WorldError as exc:
+                report.errors.append(exc)
+                continue
+            if world.name in report.worlds:
+                first = report.worlds[world.name].source
+                report.errors.append(
+                    WorldError(
+                        world.name,
+                        [
+                            WorldIssue(
+                                str(folder / "world.yaml"),
+                                "$.name",
+                                f"world name {world.name!r} is already used by {first}",
+                                "world names must be unique across worlds dirs",
+                            )
+                        ],
+                    )
+                )
+                continue
+            report.worlds[world.name] = world
+    return report

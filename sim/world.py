@@ -1,0 +1,143 @@
+"""A world: the data that defines one simulated environment (tools, policy, state, examples, tasks).
+
+Worlds are pure data, loaded from a folder in `tool_specs/` by `simia.sim.loader`
+into these frozen pydantic models. Tools use MCP's own wire shape (camelCase on
+the wire, snake_case in Python) plus simia's `errors` list, so the `tools` array
+of any server's `tools/list` answer is a valid tools list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cached_property
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "ABSENT",
+    "Example",
+    "SimulatorHints",
+    "Task",
+    "ToolErrorSpec",
+    "ToolSpec",
+    "World",
+    "canonical_json",
+]
+
+ABSENT: dict[str, Any] = {"$absent": True}
+"""The `expected_state` value that asserts a JSON Pointer resolves to nothing."""
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no spaces: the form hashed for world, state and cache keys."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class ToolErrorSpec(_Strict):
+    """A documented error a tool may return: a short code and when it happens."""
+
+    code: str = Field(
+        pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$", description="Short identifier, e.g. order_not_found."
+    )
+    when: str = Field(min_length=1, description="The condition, in plain words.")
+
+
+class ToolSpec(_Strict):
+    """One tool, in MCP's `Tool` wire shape plus simia's `errors`."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, alias_generator=to_camel, serialize_by_alias=True
+    )
+
+    name: str
+    title: str | None = None
+    description: str | None = None
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+    icons: list[dict[str, Any]] | None = None
+    execution: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+    errors: list[ToolErrorSpec] = Field(default_factory=list)
+
+    def mcp_dict(self) -> dict[str, Any]:
+        """The tool exactly as MCP's `tools/list` sends it (without simia's `errors`)."""
+        return self.model_dump(by_alias=True, exclude_none=True, exclude={"errors"})
+
+
+class SimulatorHints(_Strict):
+    """Optional per-world knobs for the simulator."""
+
+    instructions: str | None = Field(
+        default=None, description="Extra rules for the simulator, appended to the prompt."
+    )
+    window: int = Field(default=6, ge=0, le=50, description="How many recent calls the simulator sees.")
+    max_state_chars: int = Field(
+        default=12_000,
+        ge=500,
+        description="Above this size the state is sliced to the records a call touches.",
+    )
+
+
+class Example(_Strict):
+    """A reference trajectory in OpenAI chat format, used as grounding for the simulator."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str = ""
+    messages: list[dict[str, Any]]
+
+
+class Task(_Strict):
+    """Something an agent is asked to do in a world, with what the judge needs to score it."""
+
+    id: str = Field(min_length=1)
+    instruction: str = Field(min_length=1, description="What the user wants.")
+    user_hidden: str | None = Field(default=None, description="Facts only the simulated user knows.")
+    rubric: str | None = Field(default=None, description="What the judge checks.")
+    expected_state: dict[str, Any] = Field(
+        default_factory=dict,
+        description='JSON Pointer -> expected value; {"$absent": true} means "must not exist".',
+    )
+    initial_state_patch: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="RFC 6902 patch applied to the world's state when an episode starts.",
+    )
+    tags: list[str] = Field(default_factory=list)
+
+
+class World(_Strict):
+    """A loaded, validated world."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, ignored_types=(cached_property,))
+
+    name: str
+    title: str = ""
+    description: str = ""
+    version: str = "1"
+    policy: str = ""
+    tools: list[ToolSpec]
+    state_schema: dict[str, Any] | None = None
+    simulator: SimulatorHints = Field(default_factory=SimulatorHints)
+    initial_state: dict[str, Any] = Field(default_factory=dict)
+    examples: list[Example] = Field(default_factory=list)
+    tasks: list[Task] = Field(default_factory=list)
+    source: str = Field(default="", exclude=True, description="Folder the world was loaded from.")
+
+    @cached_property
+    def content_hash(self) -> str:
+        """A stable hash of everything that defines the world (not where it was loaded from)."""
+        return hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()
+
+    def tool(self, name: str) -> ToolSpec | None:
+        return next((tool for tool in self.tools if tool.name == name), None)
+
+    def task(self, task_id: str) -> Task | None:
+        return next((task for task in self.tasks if task.id == task_id), None)

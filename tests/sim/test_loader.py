@@ -1,0 +1,153 @@
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.server import Server
+from simia.sim import WorldError, load_world, load_worlds
+from simia.sim.world import World
+
+ROOT = Path(__file__).resolve().parents[2]
+BROKEN = ROOT / "tests" / "fixtures" / "broken_worlds"
+
+
+def test_shipped_worlds_load_with_tools_tasks_and_examples() -> None:
+    report = load_worlds([ROOT / "tool_specs"])
+    assert report.errors == []
+    assert set(report.worlds) >= {"mock", "retail"}
+    retail = report.worlds["retail"]
+    assert len(retail.tasks) >= 8
+    assert all(t.output_schema is not None for t in retail.tools)
+    assert all(t.rubric and t.expected_state for t in retail.tasks)
+    assert retail.policy.startswith("# Retail agent policy")
+    mock = report.worlds["mock"]
+    assert [t.name for t in mock.tools] == ["list_items", "get_item", "set_quantity"]
+    assert len(mock.examples) == 1 and mock.initial_state["items"]["apple"]["qty"] == 3
+
+
+def test_content_hash_is_stable_and_tracks_content(tmp_path: Path) -> None:
+    first = load_world(ROOT / "tool_specs" / "mock")
+    copy = tmp_path / "mock"
+    shutil.copytree(ROOT / "tool_specs" / "mock", copy)
+    assert load_world(copy).content_hash == first.content_hash  # the folder does not matter
+    state = json.loads((copy / "state.json").read_text())
+    state["items"]["apple"]["qty"] = 4
+    (copy / "state.json").write_text(json.dumps(state))
+    assert load_world(copy).content_hash != first.content_hash
+
+
+@pytest.mark.parametrize(
+    ("case", "file", "path", "message"),
+    [
+        ("yaml_syntax", "world.yaml:4", "$", "YAML syntax error"),
+        ("json_syntax", "state.json:2", "$", "JSON syntax error"),
+        ("unknown_field", "world.yaml", "$.tools[0].descripton", "did you mean 'description'?"),
+        ("missing_field", "world.yaml", "$.tools[1].inputSchema", "missing required field"),
+        ("duplicate_tool", "world.yaml", "$.tools[1].name", "duplicate tool name 'get_count'"),
+        ("bad_tool_name", "world.yaml", "$.tools[0].name", "is not allowed by MCP"),
+        (
+            "invalid_input_schema",
+            "world.yaml",
+            "$.tools[1].inputSchema.properties.n.type",
+            "not a valid JSON Schema",
+        ),
+        ("input_schema_not_object", "world.yaml", "$.tools[1].inputSchema.type", "must be 'type: object'"),
+        (
+            "invalid_output_schema",
+            "world.yaml",
+            "$.tools[0].outputSchema.required",
+            "not a valid JSON Schema",
+        ),
+        ("state_violates_schema", "state.json", "$.count", "violates state_schema"),
+        (
+            "example_unknown_tool",
+            "examples/one.json",
+            "$.messages[0].tool_calls[0].function.name",
+            "'subtract'",
+        ),
+        (
+            "example_bad_arguments",
+            "examples/one.json",
+            "$.messages[0].tool_calls[0].function.arguments",
+            "'two' is not of type 'integer'",
+        ),
+        ("duplicate_task_id", "tasks.jsonl:2", "$.id", "duplicate task id 't1'"),
+        ("bad_pointer", "tasks.jsonl:1", "$.expected_state['count']", "is not a JSON Pointer"),
+    ],
+)
+def test_each_broken_world_fails_with_file_field_and_hint(
+    case: str, file: str, path: str, message: str
+) -> None:
+    with pytest.raises(WorldError) as info:
+        load_world(BROKEN / case)
+    first = info.value.issues[0]
+    assert str(first).startswith(f"{BROKEN / case / file}: {path}: ")
+    assert message in str(first)
+    assert first.hint
+
+
+def test_one_bad_world_never_stops_the_others() -> None:
+    report = load_worlds([BROKEN])
+    assert list(report.worlds) == ["tiny"]  # only the valid folder
+    failed = sorted(Path(e.source).name for e in report.errors)
+    assert failed == sorted(p.name for p in BROKEN.iterdir() if p.is_dir() and p.name != "valid")
+
+
+def test_unknown_world_names_the_loaded_ones() -> None:
+    report = load_worlds([ROOT / "tool_specs"])
+    with pytest.raises(Exception, match=r"unknown world 'shop'; loaded worlds: mock, retail"):
+        report.get("shop")
+
+
+def _captured_server() -> Server:
+    """A real MCP SDK server with tools using every wire field, to capture its tools/list answer."""
+    tools = [
+        types.Tool(
+            name="search_flights",
+            title="Search flights",
+            description="Find flights between two airports.",
+            input_schema={
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "properties": {"origin": {"type": "string"}, "date": {"type": "string", "format": "date"}},
+                "required": ["origin", "date"],
+            },
+            output_schema={"type": "object", "properties": {"flights": {"type": "array"}}},
+            annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+            icons=[types.Icon(src="https://example.com/plane.png", mime_type="image/png")],
+            meta={"vendor": "acme"},
+        ),
+        types.Tool(name="ping.v2", input_schema={"type": "object"}),
+    ]
+
+    async def on_list_tools(ctx: object, params: object) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    return Server("captured", on_list_tools=on_list_tools)
+
+
+async def test_a_real_tools_list_answer_loads_unchanged(tmp_path: Path) -> None:
+    async with Client(_captured_server()) as client:
+        answer = await client.list_tools()
+    wire = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
+    folder = tmp_path / "captured"
+    folder.mkdir()
+    (folder / "world.yaml").write_text("name: captured\ntitle: Captured from a live server\n")
+    (folder / "tools.json").write_text(json.dumps(wire["tools"]))
+    world: World = load_world(folder)
+    assert [tool.mcp_dict() for tool in world.tools] == wire["tools"]
+    # A whole saved tools/list result is accepted too.
+    (folder / "tools.json").write_text(json.dumps(wire))
+    assert [tool.mcp_dict() for tool in load_world(folder).tools] == wire["tools"]
+
+
+def test_tools_in_both_world_yaml_and_tools_json_is_an_error(tmp_path: Path) -> None:
+    folder = tmp_path / "both"
+    shutil.copytree(ROOT / "tool_specs" / "mock", folder)
+    (folder / "tools.json").write_text("[]")
+    with pytest.raises(WorldError, match=r"tools are defined both here and in tools\.json"):
+        load_world(folder)

@@ -1,0 +1,1 @@
+"""simia's training side: exports of logged episodes, SFT and GRPO."""
