@@ -49,9 +49,7 @@ def _cmd_worlds(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="simia", description="Simulated MCP tool environments for agent training."
-    )
+    parser = argparse.ArgumentParser(prog="simia", description="Simulated MCP tool environments for agent training.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("validate", help="validate world folders; non-zero exit with file and field on error")

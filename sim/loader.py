@@ -132,9 +132,7 @@ def _read_yaml(path: Path, issues: _Collector) -> Any:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = mark.line + 1 if mark else None
-        issues.add(
-            str(path), "$", f"YAML syntax error: {exc.problem}", "fix the YAML syntax at that line", line
-        )
+        issues.add(str(path), "$", f"YAML syntax error: {exc.problem}", "fix the YAML syntax at that line", line)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         issues.add(str(path), "$", f"cannot read YAML: {exc}", "save the file as UTF-8 YAML")
     return None
@@ -156,9 +154,7 @@ def _read_json(path: Path, issues: _Collector) -> Any:
     return None
 
 
-def _check_schema(
-    schema: dict[str, Any], file: str, path: str, issues: _Collector, *, root_object: bool
-) -> bool:
+def _check_schema(schema: dict[str, Any], file: str, path: str, issues: _Collector, *, root_object: bool) -> bool:
     """Check a JSON Schema against its metaschema (2020-12 unless `$schema` says otherwise)."""
     cls = validators.validator_for(schema, default=Draft202012Validator)
     try:
@@ -306,9 +302,7 @@ def _load_tools(
             )
         return [], set()
     if not isinstance(raw_tools, list):
-        issues.add(
-            file, prefix, f"expected a list of tools, got {type(raw_tools).__name__}", "use a YAML/JSON list"
-        )
+        issues.add(file, prefix, f"expected a list of tools, got {type(raw_tools).__name__}", "use a YAML/JSON list")
         return [], set()
     tools: list[ToolSpec] = []
     seen: dict[str, int] = {}
@@ -343,9 +337,7 @@ def _load_tools(
             ok &= _check_schema(tool.output_schema, file, f"{path}.outputSchema", issues, root_object=True)
         codes = [e.code for e in tool.errors]
         for dup in {c for c in codes if codes.count(c) > 1}:
-            issues.add(
-                file, f"{path}.errors", f"duplicate error code {dup!r}", "error codes must be unique per tool"
-            )
+            issues.add(file, f"{path}.errors", f"duplicate error code {dup!r}", "error codes must be unique per tool")
             ok = False
         if ok:
             tools.append(tool)
@@ -396,18 +388,14 @@ def _load_state(folder: Path, state_schema: dict[str, Any] | None, issues: _Coll
     return state
 
 
-def _load_examples(
-    folder: Path, tools: dict[str, ToolSpec], declared: set[str], issues: _Collector
-) -> list[Example]:
+def _load_examples(folder: Path, tools: dict[str, ToolSpec], declared: set[str], issues: _Collector) -> list[Example]:
     examples: list[Example] = []
     for path in sorted((folder / "examples").glob("*.json")):
         data = _read_json(path, issues)
         if data is None:
             continue
         if not isinstance(data, dict):
-            issues.add(
-                str(path), "$", "an example must be an object with 'messages'", 'use {"messages": [...]}'
-            )
+            issues.add(str(path), "$", "an example must be an object with 'messages'", 'use {"messages": [...]}')
             continue
         try:
             example = Example.model_validate({"name": path.stem, **data})
@@ -437,9 +425,7 @@ def _check_example(
             path = f"$.messages[{i}].tool_calls[{j}].function"
             fn = call.get("function") if isinstance(call, dict) else None
             if not isinstance(fn, dict):
-                issues.add(
-                    file, path, "missing 'function'", 'use {"id", "type": "function", "function": {...}}'
-                )
+                issues.add(file, path, "missing 'function'", 'use {"id", "type": "function", "function": {...}}')
                 continue
             tool = tools.get(str(fn.get("name")))
             if tool is None and str(fn.get("name")) in declared:
@@ -447,9 +433,7 @@ def _check_example(
             if tool is None:
                 close = difflib.get_close_matches(str(fn.get("name")), list(tools), n=1)
                 hint = f"did you mean {close[0]!r}?" if close else f"tools: {', '.join(sorted(tools))}"
-                issues.add(
-                    file, f"{path}.name", f"calls tool {fn.get('name')!r}, which the world lacks", hint
-                )
+                issues.add(file, f"{path}.name", f"calls tool {fn.get('name')!r}, which the world lacks", hint)
                 continue
             args = fn.get("arguments", "{}")
             if isinstance(args, str):

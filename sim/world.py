@@ -43,9 +43,7 @@ class _Strict(BaseModel):
 class ToolErrorSpec(_Strict):
     """A documented error a tool may return: a short code and when it happens."""
 
-    code: str = Field(
-        pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$", description="Short identifier, e.g. order_not_found."
-    )
+    code: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$", description="Short identifier, e.g. order_not_found.")
     when: str = Field(min_length=1, description="The condition, in plain words.")
 
 
@@ -75,12 +73,10 @@ class ToolSpec(_Strict):
 class SimulatorHints(_Strict):
     """Optional per-world knobs for the simulator."""
 
-    instructions: str | None = Field(
-        default=None, description="Extra rules for the simulator, appended to the prompt."
-    )
-    window: int = Field(default=6, ge=0, le=50, description="How many recent calls the simulator sees.")
+    instructions: str | None = Field(default=None, description="Extra rules for the simulator, appended to the prompt.")
+    window: int = Field(default=4, ge=0, le=50, description="How many recent calls the simulator sees.")
     max_state_chars: int = Field(
-        default=12_000,
+        default=3_000,
         ge=500,
         description="Above this size the state is sliced to the records a call touches.",
     )

@@ -79,9 +79,7 @@ def test_content_hash_is_stable_and_tracks_content(tmp_path: Path) -> None:
         ("bad_pointer", "tasks.jsonl:1", "$.expected_state['count']", "is not a JSON Pointer"),
     ],
 )
-def test_each_broken_world_fails_with_file_field_and_hint(
-    case: str, file: str, path: str, message: str
-) -> None:
+def test_each_broken_world_fails_with_file_field_and_hint(case: str, file: str, path: str, message: str) -> None:
     with pytest.raises(WorldError) as info:
         load_world(BROKEN / case)
     first = info.value.issues[0]

@@ -1,0 +1,247 @@
+"""The backend interface: one async method that turns messages and a JSON schema into parsed JSON.
+
+`Backend.generate` is the single provider-specific method (one attempt, no retries).
+`Backend.complete` wraps it with the one retry layer simia has, a per-call
+deadline, a per-backend concurrency cap, and timing; callers use `complete`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..errors import BackendOutputError, BackendTimeout, BackendUnavailable
+
+__all__ = [
+    "Backend",
+    "Completion",
+    "CompletionRequest",
+    "RetryPolicy",
+    "Retryable",
+    "Usage",
+    "parse_json_object",
+    "retry_after_seconds",
+]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens and money one or more model calls cost."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = (
+            None if self.cost_usd is None and other.cost_usd is None else (self.cost_usd or 0) + (other.cost_usd or 0)
+        )
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            cost,
+            self.calls + other.calls,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": self.cost_usd,
+            "calls": self.calls,
+        }
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    """One structured model request.
+
+    Attributes:
+        messages: OpenAI-style chat messages (`system`, `user`, `assistant`).
+        schema: the JSON Schema the answer must satisfy (an object schema).
+        schema_name: a short name for the schema (some providers require one).
+        max_tokens: cap on generated tokens; always sent (local servers default to unbounded).
+        temperature: sampling temperature.
+        seed: sampling seed, where the provider supports one.
+        key: the response-cache key of this request, when it has one (used by `replay:`).
+    """
+
+    messages: list[dict[str, Any]]
+    schema: dict[str, Any]
+    schema_name: str = "response"
+    max_tokens: int = 1024
+    temperature: float = 0.7
+    seed: int | None = None
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A backend's answer: the parsed JSON object, the raw text, usage and latency."""
+
+    data: dict[str, Any]
+    text: str
+    model: str
+    usage: Usage = field(default_factory=Usage)
+    latency_ms: float = 0.0
+
+
+class Retryable(Exception):
+    """Raised by `Backend.generate` for failures worth retrying (connection, 429, 5xx, timeout)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """simia's single retry layer (provider SDK retries are always off).
+
+    Attributes:
+        max_attempts: total attempts per call, the first included.
+        base_delay: first backoff in seconds; doubles each retry, with full jitter.
+        max_delay: cap on one backoff.
+        max_retry_after: cap on an honoured Retry-After; a longer one fails the call at once.
+        deadline: seconds one call may take in all, retries and waits included.
+        sleep: the sleep function (tests inject one that records delays instead of waiting).
+    """
+
+    max_attempts: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+    max_retry_after: float = 30.0
+    deadline: float = 120.0
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+    def backoff(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return max(0.0, retry_after)
+        return random.uniform(0, min(self.max_delay, self.base_delay * 2**attempt))
+
+
+def parse_json_object(text: str) -> dict[str, Any]:
+    """Parse a model's text as one JSON object (tolerating a ```json fence).
+
+    Raises:
+        BackendOutputError: the text is not a JSON object.
+    """
+    body = text.strip()
+    if body.startswith("```"):
+        body = body.split("\n", 1)[1] if "\n" in body else ""
+        body = body.rsplit("```", 1)[0]
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise BackendOutputError(
+            f"model output is not valid JSON ({exc.msg} at char {exc.pos}): {text[:120]!r}"
+        ) from None
+    if not isinstance(data, dict):
+        raise BackendOutputError(f"model output is JSON but not an object: {text[:120]!r}")
+    return data
+
+
+class Backend(ABC):
+    """A model that answers structured requests.
+
+    Subclasses implement `generate` (one attempt); they raise `Retryable` for
+    transient failures and `BackendRejected` / `BackendOutputError` otherwise.
+    """
+
+    spec: str = "backend"
+    model: str = ""
+
+    def __init__(self, *, max_concurrency: int = 16, retry: RetryPolicy | None = None) -> None:
+        self.max_concurrency = max_concurrency
+        self.retry = retry or RetryPolicy()
+        self._semaphore: asyncio.Semaphore | None = None
+
+    @abstractmethod
+    async def generate(self, request: CompletionRequest, timeout: float) -> Completion:
+        """Make one attempt at `request`, giving up after `timeout` seconds."""
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        """Answer `request` with retries, the deadline and the concurrency cap applied.
+
+        Raises:
+            BackendTimeout: the deadline passed.
+            BackendUnavailable: retryable failures outlasted `max_attempts`.
+            BackendRejected, BackendOutputError: failures retrying cannot fix.
+        """
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        policy = self.retry
+        start = time.monotonic()
+        deadline = start + policy.deadline
+        last, attempts, timed_out = "", 0, False
+        async with self._semaphore:
+            while attempts < policy.max_attempts:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    timed_out = True
+                    break
+                attempts += 1
+                try:
+                    async with asyncio.timeout(remaining):
+                        completion = await self.generate(request, remaining)
+                except TimeoutError:
+                    timed_out = True
+                    break
+                except Retryable as exc:
+                    last = str(exc)
+                    if exc.retry_after is not None and exc.retry_after > policy.max_retry_after:
+                        raise BackendUnavailable(
+                            f"{self.spec}: {last}; Retry-After {exc.retry_after:.0f}s exceeds the "
+                            f"{policy.max_retry_after:.0f}s cap"
+                        ) from None
+                    if attempts >= policy.max_attempts:
+                        break
+                    delay = policy.backoff(attempts - 1, exc.retry_after)
+                    if time.monotonic() + delay >= deadline:
+                        timed_out = True
+                        break
+                    await policy.sleep(delay)
+                    continue
+                return replace(completion, latency_ms=(time.monotonic() - start) * 1000)
+        detail = f" (last error: {last})" if last else ""
+        if timed_out:
+            raise BackendTimeout(f"{self.spec}: no answer within the {policy.deadline:g}s deadline{detail}")
+        raise BackendUnavailable(f"{self.spec}: gave up after {attempts} attempts{detail}")
+
+    async def aclose(self) -> None:
+        """Release connections; the default has nothing to release."""
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """Read `retry-after-ms` or `retry-after` (seconds or an HTTP date) from response headers."""
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return float(millis) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None

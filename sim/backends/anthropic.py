@@ -1,0 +1,106 @@
+"""Anthropic models through the official `anthropic` SDK.
+
+Structured output is a forced tool call: the request carries one tool whose
+`input_schema` is the requested schema, with `tool_choice` naming it, and the
+answer is that tool call's input. The SDK's own retries are off.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import anthropic
+
+from ..errors import BackendOutputError, BackendRejected
+from ._base import Backend, Completion, CompletionRequest, Retryable, RetryPolicy, Usage, retry_after_seconds
+
+__all__ = ["AnthropicBackend"]
+
+# USD per million tokens (input, output), list prices; unknown models record no cost.
+PRICES: dict[str, tuple[float, float]] = {
+    "claude-sonnet-4-6": (3.0, 15.0),
+    "claude-haiku-4-5": (1.0, 5.0),
+    "claude-opus-4-5": (5.0, 25.0),
+}
+
+
+class AnthropicBackend(Backend):
+    """`anthropic:MODEL`."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        max_concurrency: int = 16,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(max_concurrency=max_concurrency, retry=retry)
+        self.model = model
+        self.spec = f"anthropic:{model}"
+        self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0)
+
+    async def generate(self, request: CompletionRequest, timeout: float) -> Completion:
+        system = "\n\n".join(str(m["content"]) for m in request.messages if m["role"] == "system")
+        messages = [{"role": m["role"], "content": m["content"]} for m in request.messages if m["role"] != "system"]
+        tool = {
+            "name": request.schema_name,
+            "description": "Return your answer by calling this tool with arguments matching its schema.",
+            "input_schema": request.schema,
+        }
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "messages": messages,
+            "tools": [tool],
+            "tool_choice": {"type": "tool", "name": request.schema_name},
+            "timeout": timeout,
+        }
+        if system:
+            kwargs["system"] = system
+        start = time.monotonic()
+        try:
+            response = await self._client.messages.create(**kwargs)
+        except anthropic.APITimeoutError as exc:
+            raise Retryable(f"request timed out: {exc}") from None
+        except anthropic.APIConnectionError as exc:
+            raise Retryable(f"connection error: {exc}") from None
+        except anthropic.APIStatusError as exc:
+            status = exc.status_code
+            if status in (408, 409, 429) or status >= 500:
+                raise Retryable(f"HTTP {status}: {_message(exc)}", retry_after_seconds(exc.response.headers)) from None
+            raise BackendRejected(f"{self.spec}: HTTP {status}: {_message(exc)}") from None
+        except anthropic.APIResponseValidationError as exc:
+            raise BackendOutputError(f"{self.spec}: malformed response body: {exc}") from None
+        blocks = [b for b in (getattr(response, "content", None) or []) if getattr(b, "type", "") == "tool_use"]
+        if not blocks or not isinstance(blocks[0].input, dict):
+            raise BackendOutputError(f"{self.spec}: the model did not call the {request.schema_name!r} tool")
+        data = dict(blocks[0].input)
+        usage = Usage(calls=1)
+        if response.usage is not None:
+            prompt, completion = response.usage.input_tokens, response.usage.output_tokens
+            price = PRICES.get(self.model)
+            cost = (prompt * price[0] + completion * price[1]) / 1e6 if price else None
+            usage = Usage(prompt, completion, cost, 1)
+        return Completion(
+            data=data,
+            text=json.dumps(data),
+            model=response.model or self.model,
+            usage=usage,
+            latency_ms=(time.monotonic() - start) * 1000,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def _message(exc: anthropic.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:300]
+    return str(exc.message)[:300]

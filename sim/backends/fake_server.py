@@ -1,0 +1,154 @@
+"""A fake model provider speaking the OpenAI chat-completions and Anthropic messages APIs over real HTTP.
+
+Ships with simia (like httpx's `MockTransport`) for tests and benchmarks: start it
+on 127.0.0.1, point `openai-compatible:` / `anthropic:` backends at its URL, and
+script its replies (status, body, headers, delay) or answer with a function.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+__all__ = ["FakeProvider", "FakeReply", "free_port"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class FakeReply:
+    """One scripted HTTP reply. `answer` is wrapped in the provider's response shape; `body` is sent as is."""
+
+    answer: dict[str, Any] | None = None
+    status: int = 200
+    body: str | bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+class FakeProvider:
+    """A fake OpenAI + Anthropic server.
+
+    Args:
+        answer: the default answer (a JSON object) when no scripted reply is queued;
+            a callable receives the request body.
+        latency: seconds every reply waits (for load tests).
+    """
+
+    def __init__(
+        self, answer: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]] | None = None, latency: float = 0.0
+    ) -> None:
+        self.default = answer if answer is not None else {"ok": True}
+        self.latency = latency
+        self.queue: list[FakeReply] = []
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.port = 0
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._openai, methods=["POST"]),
+                Route("/v1/messages", self._anthropic, methods=["POST"]),
+            ]
+        )
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def anthropic_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def script(self, *replies: FakeReply) -> None:
+        self.queue.extend(replies)
+
+    async def _reply(self, request: Request) -> tuple[FakeReply, dict[str, Any]]:
+        body = await request.json()
+        self.requests.append(body)
+        self.headers.append(dict(request.headers))
+        reply = self.queue.pop(0) if self.queue else FakeReply()
+        delay = reply.delay or self.latency
+        if delay:
+            await asyncio.sleep(delay)
+        if reply.answer is None and reply.body is None:
+            reply.answer = self.default(body) if callable(self.default) else self.default
+        return reply, body
+
+    async def _openai(self, request: Request) -> Response:
+        reply, body = await self._reply(request)
+        if reply.body is not None:
+            return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type="application/json")
+        if reply.status != 200:
+            error = {"error": {"message": json.dumps(reply.answer), "type": "fake_error"}}
+            return JSONResponse(error, status_code=reply.status, headers=reply.headers)
+        content = json.dumps(reply.answer)
+        return JSONResponse(
+            {
+                "id": f"chatcmpl-{len(self.requests)}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", "fake"),
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                ],
+                "usage": {"prompt_tokens": 100, "completion_tokens": len(content) // 4, "total_tokens": 0},
+            },
+            headers=reply.headers,
+        )
+
+    async def _anthropic(self, request: Request) -> Response:
+        reply, body = await self._reply(request)
+        if reply.body is not None:
+            return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type="application/json")
+        if reply.status != 200:
+            error = {"type": "error", "error": {"type": "fake_error", "message": json.dumps(reply.answer)}}
+            return JSONResponse(error, status_code=reply.status, headers=reply.headers)
+        tool = (body.get("tool_choice") or {}).get("name", "respond")
+        return JSONResponse(
+            {
+                "id": f"msg_{len(self.requests)}",
+                "type": "message",
+                "role": "assistant",
+                "model": body.get("model", "fake"),
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": tool, "input": reply.answer}],
+                "stop_reason": "tool_use",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 120, "output_tokens": 30},
+            },
+            headers=reply.headers,
+        )
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[FakeProvider]:
+        """Serve on a free 127.0.0.1 port for the duration of the block."""
+        self.port = free_port()
+        config = uvicorn.Config(
+            self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off", timeout_graceful_shutdown=1
+        )
+        server = uvicorn.Server(config)
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.01)
+        try:
+            yield self
+        finally:
+            server.should_exit = True
+            await task

@@ -1,0 +1,147 @@
+"""OpenAI and OpenAI-compatible servers (vLLM, SGLang, Ollama, llama.cpp server) through the `openai` SDK.
+
+Structured output uses `response_format={"type": "json_schema", ...}`; a compatible
+server that rejects it is asked again with JSON mode (`json_object`) and the
+answer is validated by the simulator. The SDK's own retries are off.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import openai
+
+from ..errors import BackendOutputError, BackendRejected
+from ._base import (
+    Backend,
+    Completion,
+    CompletionRequest,
+    Retryable,
+    RetryPolicy,
+    Usage,
+    parse_json_object,
+    retry_after_seconds,
+)
+
+__all__ = ["OpenAIBackend"]
+
+# USD per million tokens (input, output); unknown models record no cost.
+PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o": (2.5, 10.0),
+    "gpt-4o-mini": (0.15, 0.6),
+    "gpt-4.1": (2.0, 8.0),
+    "gpt-4.1-mini": (0.4, 1.6),
+    "gpt-4.1-nano": (0.1, 0.4),
+}
+
+
+# OpenAI reasoning models accept only their default temperature.
+_FIXED_TEMPERATURE = ("gpt-5", "gpt-6", "o1", "o3", "o4")
+
+
+class OpenAIBackend(Backend):
+    """`openai:MODEL` (official API) or `openai-compatible:MODEL` (with a base URL)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        compatible: bool = False,
+        max_concurrency: int = 16,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(max_concurrency=max_concurrency, retry=retry)
+        self.model = model
+        self.compatible = compatible
+        self.spec = f"{'openai-compatible' if compatible else 'openai'}:{model}"
+        self.json_mode_only = False
+        self._client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0)
+
+    def _response_format(self, request: CompletionRequest) -> dict[str, Any]:
+        if self.json_mode_only:
+            return {"type": "json_object"}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": request.schema_name, "schema": request.schema, "strict": False},
+        }
+
+    async def generate(self, request: CompletionRequest, timeout: float) -> Completion:
+        try:
+            return await self._create(request, timeout)
+        except BackendRejected as exc:
+            text = str(exc).lower()
+            if self.compatible and not self.json_mode_only and ("response_format" in text or "json_schema" in text):
+                self.json_mode_only = True  # this server lacks json_schema: fall back to JSON mode
+                return await self._create(request, timeout)
+            raise
+
+    async def _create(self, request: CompletionRequest, timeout: float) -> Completion:
+        messages = request.messages
+        if self.json_mode_only:
+            hint = {
+                "role": "system",
+                "content": "Answer with one JSON object matching this JSON Schema:\n" + _compact(request.schema),
+            }
+            messages = [*messages, hint]
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "response_format": self._response_format(request),
+            "timeout": timeout,
+        }
+        if self.compatible or not self.model.startswith(_FIXED_TEMPERATURE):
+            kwargs["temperature"] = request.temperature
+        kwargs["max_tokens" if self.compatible else "max_completion_tokens"] = request.max_tokens
+        if request.seed is not None:
+            kwargs["seed"] = request.seed
+        start = time.monotonic()
+        try:
+            response = await self._client.chat.completions.create(**kwargs)
+        except openai.APITimeoutError as exc:
+            raise Retryable(f"request timed out: {exc}") from None
+        except openai.APIConnectionError as exc:
+            raise Retryable(f"connection error: {exc}") from None
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            if status in (408, 409, 429) or status >= 500:
+                raise Retryable(f"HTTP {status}: {_message(exc)}", retry_after_seconds(exc.response.headers)) from None
+            raise BackendRejected(f"{self.spec}: HTTP {status}: {_message(exc)}") from None
+        except (openai.APIResponseValidationError, ValueError) as exc:  # ValueError: a body that is not JSON
+            raise BackendOutputError(f"{self.spec}: malformed response body: {exc}") from None
+        if not getattr(response, "choices", None):
+            raise BackendOutputError(f"{self.spec}: response has no choices")
+        text = response.choices[0].message.content or ""
+        data = parse_json_object(text)
+        usage = Usage(calls=1)
+        if response.usage is not None:
+            prompt, completion = response.usage.prompt_tokens, response.usage.completion_tokens
+            price = PRICES.get(self.model)
+            cost = (prompt * price[0] + completion * price[1]) / 1e6 if price else None
+            usage = Usage(prompt, completion, cost, 1)
+        return Completion(
+            data=data,
+            text=text,
+            model=response.model or self.model,
+            usage=usage,
+            latency_ms=(time.monotonic() - start) * 1000,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def _message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:300]
+    return str(exc.message)[:300]
+
+
+def _compact(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, separators=(",", ":"))

@@ -1,0 +1,324 @@
+"""The simulator: turns (world, state, recent calls, one call) into a validated result and a new state.
+
+One structured model request answers each call. The answer is checked (answer
+shape, the tool's `outputSchema`, the patch applies, the new state satisfies
+`state_schema`); a bad answer is retried with the problem fed back, and after the
+last attempt the call fails cleanly as an infrastructure error. The state passed
+in is never modified; a `Step` carries the new one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from .backends import Backend, CompletionRequest, Usage
+from .cache import ResponseCache, cache_key
+from .errors import BackendError, BackendOutputError, StateError
+from .loader import validate_instance
+from .prompts import PROMPT_VERSION, PastCall, answer_schema, system_prompt, user_prompt
+from .state import apply_patch, needles_of, slice_state, state_hash
+from .world import ToolSpec, World
+
+__all__ = ["ErrorKind", "Simulator", "Step", "ToolCall", "check_call"]
+
+ErrorKind = Literal["agent", "infra"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call an agent made: tool name and arguments."""
+
+    tool: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Step:
+    """The outcome of one call.
+
+    Attributes:
+        output: the structured result (None on errors).
+        text: the text rendering sent to the agent.
+        is_error: whether the agent sees an error.
+        error_code: a documented error code, `invalid_arguments`, `unknown_tool`, or an infra code.
+        error_kind: `agent` (the agent's mistake, simulated tool errors included) or `infra`.
+        state: the state after the call (the same object when nothing changed).
+        state_patch: the RFC 6902 patch that was applied.
+        detail: for developers only (never sent to the agent): why an infra error happened.
+    """
+
+    tool: str
+    arguments: dict[str, Any]
+    output: dict[str, Any] | None
+    text: str
+    is_error: bool
+    state: dict[str, Any]
+    state_patch: list[dict[str, Any]] = field(default_factory=list)
+    error_code: str | None = None
+    error_kind: ErrorKind | None = None
+    usage: Usage = field(default_factory=Usage)
+    latency_ms: float = 0.0
+    attempts: int = 0
+    cached: bool = False
+    model: str = ""
+    detail: str = ""
+
+    def as_past(self) -> PastCall:
+        return PastCall(self.tool, self.arguments, self.output if not self.is_error else self.text, self.is_error)
+
+
+def _agent_error(call: ToolCall, state: dict[str, Any], code: str, text: str) -> Step:
+    return Step(call.tool, call.arguments, None, text, True, state, error_code=code, error_kind="agent")
+
+
+def check_call(world: World, call: ToolCall, *, max_argument_bytes: int = 32_768) -> tuple[ToolSpec | None, str | None]:
+    """Check a call before any model sees it.
+
+    Returns:
+        (the tool, None) when the call is valid, else (tool or None, a message for the agent).
+    """
+    tool = world.tool(call.tool)
+    if tool is None:
+        names = ", ".join(t.name for t in world.tools)
+        return None, f"Unknown tool {call.tool!r}. Available tools: {names}."
+    size = len(json.dumps(call.arguments, ensure_ascii=False).encode())
+    if size > max_argument_bytes:
+        return tool, f"Arguments are too large ({size} bytes; the limit is {max_argument_bytes})."
+    problems = validate_instance(tool.input_schema, call.arguments)
+    if problems:
+        return tool, f"Invalid arguments for {tool.name}: " + "; ".join(problems[:5])
+    return tool, None
+
+
+class Simulator:
+    """Simulates tool calls with a model backend.
+
+    Args:
+        backend: the model that plays the environment.
+        cache: where seeded answers are cached (and recorded for `replay:`); None disables caching.
+        max_attempts: answers tried per call before failing as infra (the first included).
+        max_tokens: cap on each answer.
+        temperature: sampling temperature of the simulator.
+        max_argument_bytes: arguments above this size are refused before any model call.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        cache: ResponseCache | None = None,
+        max_attempts: int = 3,
+        max_tokens: int = 1024,
+        temperature: float = 0.3,
+        max_argument_bytes: int = 32_768,
+    ) -> None:
+        self.backend = backend
+        self.cache = cache
+        self.max_attempts = max_attempts
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.max_argument_bytes = max_argument_bytes
+        self._system: dict[str, str] = {}
+
+    def build_messages(
+        self, world: World, state: dict[str, Any], window: Sequence[PastCall], call: ToolCall
+    ) -> list[dict[str, Any]]:
+        """The prompt for `call`: the world's stable system message, then window, state and call."""
+        system = self._system.get(world.content_hash)
+        if system is None:
+            system = self._system[world.content_hash] = system_prompt(world)
+        recent = list(window)[-world.simulator.window :] if world.simulator.window else []
+        needles = needles_of([call.arguments])
+        view, sliced = slice_state(state, needles, world.simulator.max_state_chars)
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": user_prompt(call.tool, call.arguments, view, recent, sliced=sliced)},
+        ]
+
+    async def step(
+        self,
+        world: World,
+        state: dict[str, Any],
+        window: Sequence[PastCall],
+        call: ToolCall,
+        *,
+        seed: int | None = None,
+    ) -> Step:
+        """Simulate one call. Never raises for agent mistakes or backend failures: they are data in the Step."""
+        tool, problem = check_call(world, call, max_argument_bytes=self.max_argument_bytes)
+        if problem is not None or tool is None:
+            code = "unknown_tool" if tool is None else "invalid_arguments"
+            return _agent_error(call, state, code, problem or "")
+        start = time.monotonic()
+        schema = answer_schema(tool)
+        key = replay_key = None
+        if seed is not None:
+            digest = state_hash(state)
+            key, replay_key = (
+                cache_key(
+                    world_hash=world.content_hash,
+                    tool=tool.name,
+                    arguments=call.arguments,
+                    state_hash=digest,
+                    backend=backend,
+                    prompt_version=PROMPT_VERSION,
+                    seed=seed,
+                )
+                for backend in (self.backend.spec, "*")
+            )
+            hit = await self.cache.get(key) if self.cache is not None else None
+            if hit is not None:
+                result = self._check(world, tool, state, hit)
+                if isinstance(result, Step):
+                    return _finish(result, call, Usage(), start, 0, cached=True, model=self.backend.model)
+        messages = self.build_messages(world, state, window, call)
+        usage = Usage()
+        last_problem = ""
+        for attempt in range(1, self.max_attempts + 1):
+            request = CompletionRequest(
+                messages=messages,
+                schema=schema,
+                schema_name="simulate_tool_call",
+                max_tokens=self.max_tokens,
+                temperature=self.temperature,
+                seed=None if seed is None else seed + attempt - 1,
+                key=replay_key,
+            )
+            try:
+                completion = await self.backend.complete(request)
+            except BackendOutputError as exc:
+                last_problem = str(exc)
+                messages = [
+                    *messages,
+                    {
+                        "role": "user",
+                        "content": _feedback(
+                            "your answer was not a complete JSON object; answer with one short JSON object."
+                        ),
+                    },
+                ]
+                continue
+            except BackendError as exc:
+                return _infra(
+                    call,
+                    state,
+                    "backend_error",
+                    f"The tool is temporarily unavailable ({_kind(exc)}).",
+                    usage,
+                    start,
+                    attempt,
+                    detail=str(exc),
+                )
+            usage = usage + completion.usage
+            result = self._check(world, tool, state, completion.data)
+            if isinstance(result, Step):
+                if key is not None and replay_key is not None and self.cache is not None:
+                    await self.cache.put(key, replay_key, completion.data, completion.model)
+                return _finish(result, call, usage, start, attempt, cached=False, model=completion.model)
+            last_problem = result
+            messages = [
+                *messages,
+                {"role": "assistant", "content": completion.text},
+                {"role": "user", "content": _feedback(result)},
+            ]
+        return _infra(
+            call,
+            state,
+            "invalid_simulation",
+            "The tool failed to produce a valid result. Try again.",
+            usage,
+            start,
+            self.max_attempts,
+            detail=f"simulator output invalid after {self.max_attempts} attempts: {last_problem}",
+        )
+
+    def _check(self, world: World, tool: ToolSpec, state: dict[str, Any], data: dict[str, Any]) -> Step | str:
+        """Validate an answer; returns the Step, or the problem to feed back."""
+        problems = validate_instance(answer_schema(tool), data)
+        if problems:
+            return "the answer does not match the answer schema: " + "; ".join(problems[:3])
+        is_error = bool(data["is_error"])
+        patch: list[dict[str, Any]] = data["state_patch"] or []
+        if is_error:
+            # Errors never change the state: a patch that came with one is dropped, not applied.
+            code = data.get("error_code") or "error"
+            message = str(data.get("message") or "").strip() or code.replace("_", " ")
+            return Step(
+                tool.name,
+                {},
+                None,
+                f"Error ({code}): {message}",
+                True,
+                state,
+                error_code=code,
+                error_kind="agent",
+            )
+        if tool.annotations and tool.annotations.get("readOnlyHint") is True:
+            patch = []  # a read-only tool never changes the state, whatever the model proposed
+        output = data.get("output")
+        if not isinstance(output, dict):
+            return "output must be a JSON object when is_error is false"
+        if tool.output_schema:
+            problems = validate_instance(tool.output_schema, output)
+            if problems:
+                return "output breaks the tool's outputSchema: " + "; ".join(problems[:3])
+        try:
+            new_state = apply_patch(state, patch, world.state_schema)
+        except StateError as exc:
+            return str(exc)
+        text = json.dumps(output, ensure_ascii=False)
+        return Step(tool.name, {}, output, text, False, new_state, state_patch=patch)
+
+
+def _feedback(problem: str) -> str:
+    return f"Your answer was invalid: {problem}\nAnswer again with corrected JSON."
+
+
+def _kind(exc: BackendError) -> str:
+    return {"BackendTimeout": "timeout", "BackendUnavailable": "backend unavailable"}.get(
+        type(exc).__name__, "backend error"
+    )
+
+
+def _finish(step: Step, call: ToolCall, usage: Usage, start: float, attempts: int, *, cached: bool, model: str) -> Step:
+    return replace(
+        step,
+        arguments=call.arguments,
+        usage=usage,
+        latency_ms=(time.monotonic() - start) * 1000,
+        attempts=attempts,
+        cached=cached,
+        model=model,
+    )
+
+
+def _infra(
+    call: ToolCall,
+    state: dict[str, Any],
+    code: str,
+    text: str,
+    usage: Usage,
+    start: float,
+    attempts: int,
+    *,
+    detail: str,
+) -> Step:
+    return Step(
+        call.tool,
+        call.arguments,
+        None,
+        text,
+        True,
+        state,
+        error_code=code,
+        error_kind="infra",
+        usage=usage,
+        latency_ms=(time.monotonic() - start) * 1000,
+        attempts=attempts,
+        model="",
+        detail=detail,
+    )

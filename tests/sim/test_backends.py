@@ -1,0 +1,239 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from simia.sim.backends import CompletionRequest, RetryPolicy, ScriptedBackend, resolve_backend
+from simia.sim.backends.fake_server import FakeProvider, FakeReply
+from simia.sim.errors import (
+    BackendConfigError,
+    BackendOutputError,
+    BackendRejected,
+    BackendTimeout,
+    BackendUnavailable,
+)
+
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
+REQUEST = CompletionRequest(
+    messages=[{"role": "system", "content": "You add numbers."}, {"role": "user", "content": "2+2?"}],
+    schema=SCHEMA,
+    schema_name="sum",
+    max_tokens=64,
+    seed=3,
+)
+
+
+class Sleeps:
+    """Records backoff delays instead of waiting (tests never sleep)."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+def backend_for(kind: str, fake: FakeProvider, policy: RetryPolicy) -> Any:
+    if kind == "openai":
+        return resolve_backend(
+            "openai:gpt-4.1-mini", base_url=fake.base_url, env={"OPENAI_API_KEY": "sk-test"}, retry=policy
+        )
+    if kind == "openai-compatible":
+        return resolve_backend("openai-compatible:qwen3", base_url=fake.base_url, retry=policy)
+    return resolve_backend(
+        "anthropic:claude-sonnet-4-6",
+        base_url=fake.anthropic_url,
+        env={"ANTHROPIC_API_KEY": "sk-ant-test"},
+        retry=policy,
+    )
+
+
+KINDS = ["openai", "openai-compatible", "anthropic"]
+
+
+async def test_openai_sends_a_json_schema_structured_output_request() -> None:
+    async with FakeProvider({"answer": 4}).running() as fake:
+        backend = backend_for("openai", fake, RetryPolicy())
+        completion = await backend.complete(REQUEST)
+        await backend.aclose()
+    body = fake.requests[0]
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "sum", "schema": SCHEMA, "strict": False},
+    }
+    assert (body["model"], body["max_completion_tokens"], body["seed"]) == ("gpt-4.1-mini", 64, 3)
+    assert body["messages"] == REQUEST.messages
+    assert fake.headers[0]["authorization"] == "Bearer sk-test"
+    assert completion.data == {"answer": 4}
+    assert (completion.usage.prompt_tokens, completion.usage.calls) == (100, 1)
+    assert completion.usage.cost_usd == pytest.approx((100 * 0.4 + completion.usage.completion_tokens * 1.6) / 1e6)
+
+
+async def test_openai_compatible_sends_max_tokens_and_falls_back_to_json_mode() -> None:
+    async with FakeProvider({"answer": 4}).running() as fake:
+        fake.script(FakeReply({"detail": "response_format json_schema is not supported"}, status=400))
+        backend = backend_for("openai-compatible", fake, RetryPolicy())
+        completion = await backend.complete(REQUEST)
+        again = await backend.complete(REQUEST)
+        await backend.aclose()
+    assert fake.requests[0]["max_tokens"] == 64 and fake.requests[0]["response_format"]["type"] == "json_schema"
+    assert fake.requests[1]["response_format"] == {"type": "json_object"}
+    assert "JSON Schema" in fake.requests[1]["messages"][-1]["content"]
+    assert fake.requests[2]["response_format"] == {"type": "json_object"}  # remembered
+    assert completion.data == again.data == {"answer": 4}
+
+
+async def test_anthropic_forces_a_tool_call_with_the_schema() -> None:
+    async with FakeProvider({"answer": 4}).running() as fake:
+        backend = backend_for("anthropic", fake, RetryPolicy())
+        completion = await backend.complete(REQUEST)
+        await backend.aclose()
+    body = fake.requests[0]
+    assert body["tools"][0]["name"] == "sum" and body["tools"][0]["input_schema"] == SCHEMA
+    assert body["tool_choice"] == {"type": "tool", "name": "sum"}
+    assert body["system"] == "You add numbers." and body["messages"] == [{"role": "user", "content": "2+2?"}]
+    assert body["max_tokens"] == 64 and fake.headers[0]["authorization"] == "Bearer sk-ant-test"
+    assert completion.data == {"answer": 4} and completion.usage.prompt_tokens == 120
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_429_with_retry_after_is_honoured_then_succeeds(kind: str) -> None:
+    sleeps = Sleeps()
+    async with FakeProvider({"answer": 4}).running() as fake:
+        fake.script(FakeReply({"m": "slow down"}, status=429, headers={"retry-after": "2"}))
+        backend = backend_for(kind, fake, RetryPolicy(sleep=sleeps))
+        completion = await backend.complete(REQUEST)
+        await backend.aclose()
+    assert completion.data == {"answer": 4}
+    assert sleeps.delays == [2.0] and len(fake.requests) == 2  # one retry layer: no SDK retries
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_5xx_is_retried_with_capped_backoff_until_attempts_run_out(kind: str) -> None:
+    sleeps = Sleeps()
+    async with FakeProvider({"answer": 4}).running() as fake:
+        fake.script(*[FakeReply({"m": "boom"}, status=500) for _ in range(3)])
+        backend = backend_for(kind, fake, RetryPolicy(max_attempts=3, base_delay=0.5, max_delay=0.75, sleep=sleeps))
+        with pytest.raises(BackendUnavailable, match=r"gave up after 3 attempts .*HTTP 500"):
+            await backend.complete(REQUEST)
+        await backend.aclose()
+    assert len(fake.requests) == 3 and len(sleeps.delays) == 2
+    assert all(0 <= d <= 0.75 for d in sleeps.delays)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_retry_after_beyond_the_cap_fails_at_once(kind: str) -> None:
+    async with FakeProvider({"answer": 4}).running() as fake:
+        fake.script(FakeReply({"m": "later"}, status=429, headers={"retry-after": "3600"}))
+        backend = backend_for(kind, fake, RetryPolicy(max_retry_after=30, sleep=Sleeps()))
+        with pytest.raises(BackendUnavailable, match="Retry-After 3600s exceeds the 30s cap"):
+            await backend.complete(REQUEST)
+        await backend.aclose()
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_other_4xx_are_never_retried(kind: str) -> None:
+    async with FakeProvider({"answer": 4}).running() as fake:
+        fake.script(FakeReply({"m": "context length exceeded"}, status=400))
+        backend = backend_for(kind, fake, RetryPolicy(sleep=Sleeps()))
+        with pytest.raises(BackendRejected, match="HTTP 400"):
+            await backend.complete(REQUEST)
+        await backend.aclose()
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_slow_backend_hits_the_per_call_deadline(kind: str) -> None:
+    async with FakeProvider({"answer": 4}).running() as fake:
+        fake.script(FakeReply({"answer": 4}, delay=1.5))
+        backend = backend_for(kind, fake, RetryPolicy(deadline=0.3, sleep=Sleeps()))
+        with pytest.raises(BackendTimeout, match=r"no answer within the 0\.3s deadline"):
+            await backend.complete(REQUEST)
+        await backend.aclose()
+
+
+@pytest.mark.parametrize("kind", ["openai", "openai-compatible"])
+async def test_a_garbage_body_is_an_output_error(kind: str) -> None:
+    async with FakeProvider({"answer": 4}).running() as fake:
+        fake.script(FakeReply(body=b"<html>502 bad gateway</html>", status=200))
+        backend = backend_for(kind, fake, RetryPolicy(sleep=Sleeps()))
+        with pytest.raises(BackendOutputError):
+            await backend.complete(REQUEST)
+        await backend.aclose()
+
+
+async def test_model_text_that_is_not_json_is_an_output_error() -> None:
+    async with FakeProvider().running() as fake:
+        fake.script(
+            FakeReply(
+                answer=None,
+                body=json.dumps(
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": "m",
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "four"}}
+                        ],
+                    }
+                ),
+            )
+        )
+        backend = backend_for("openai-compatible", fake, RetryPolicy())
+        with pytest.raises(BackendOutputError, match="not valid JSON"):
+            await backend.complete(REQUEST)
+        await backend.aclose()
+
+
+async def test_the_concurrency_cap_bounds_requests_in_flight() -> None:
+    import asyncio
+
+    in_flight = peak = 0
+
+    async def tracked(seconds: float) -> None:
+        return None
+
+    backend = ScriptedBackend([{"answer": 1}], when_exhausted="repeat", max_concurrency=3, latency=0.01)
+    original = backend.generate
+
+    async def counting(request: CompletionRequest, timeout: float) -> Any:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        try:
+            return await original(request, timeout)
+        finally:
+            in_flight -= 1
+
+    backend.generate = counting  # type: ignore[method-assign]
+    await asyncio.gather(*(backend.complete(REQUEST) for _ in range(12)))
+    assert peak == 3
+
+
+def test_unknown_backend_lists_the_valid_ones_and_suggests() -> None:
+    with pytest.raises(BackendConfigError) as info:
+        resolve_backend("antropic:claude")
+    assert str(info.value) == (
+        "unknown backend 'antropic'. Did you mean 'anthropic'? Valid backends: local, openai, openai-compatible, "
+        "anthropic, scripted, replay (SPEC is provider:model)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "variable"), [("openai:gpt-4o", "OPENAI_API_KEY"), ("anthropic:claude-sonnet-4-6", "ANTHROPIC_API_KEY")]
+)
+def test_a_missing_key_names_the_variable_to_set(spec: str, variable: str) -> None:
+    with pytest.raises(BackendConfigError, match=f"set {variable}"):
+        resolve_backend(spec, env={})
+
+
+def test_the_default_backend_is_local_without_keys() -> None:
+    from simia.sim.backends import default_backend_spec
+
+    assert default_backend_spec({}) == "local"
+    assert default_backend_spec({"OPENAI_API_KEY": "k"}).startswith("openai:")
+    with pytest.raises(BackendConfigError, match="needs --base-url"):
+        resolve_backend("openai-compatible:m")

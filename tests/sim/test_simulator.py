@@ -1,0 +1,235 @@
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from simia.sim import World, load_world
+from simia.sim.backends import CompletionRequest, FunctionBackend, RetryPolicy, ScriptedBackend, resolve_backend
+from simia.sim.cache import MemoryCache, SqliteCache
+from simia.sim.prompts import PastCall
+from simia.sim.simulator import Simulator, ToolCall
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def mock() -> World:
+    return load_world(ROOT / "tool_specs" / "mock")
+
+
+def answer(output: Any = None, patch: list[dict[str, Any]] | None = None, error: str | None = None) -> dict[str, Any]:
+    return {
+        "is_error": error is not None,
+        "error_code": error,
+        "message": f"{error} happened" if error else "ok",
+        "output": output,
+        "state_patch": patch or [],
+    }
+
+
+SET_MILK = answer({"name": "milk", "qty": 4}, [{"op": "replace", "path": "/items/milk/qty", "value": 4}])
+
+
+async def test_a_write_call_returns_output_and_a_new_state_without_touching_the_old(mock: World) -> None:
+    state = copy.deepcopy(mock.initial_state)
+    sim = Simulator(ScriptedBackend([SET_MILK]))
+    step = await sim.step(mock, state, [], ToolCall("set_quantity", {"name": "milk", "qty": 4}))
+    assert (step.is_error, step.error_kind, step.output) == (False, None, {"name": "milk", "qty": 4})
+    assert step.text == '{"name": "milk", "qty": 4}'
+    assert step.state["items"]["milk"] == {"qty": 4, "unit": "litres"}
+    assert step.state_patch == [{"op": "replace", "path": "/items/milk/qty", "value": 4}]
+    assert state == mock.initial_state  # the input state is never modified
+    assert (step.attempts, step.usage.calls) == (1, 1)
+
+
+async def test_invalid_output_is_repaired_with_the_error_fed_back(mock: World) -> None:
+    backend = ScriptedBackend([answer({"name": "milk"}), SET_MILK])  # first breaks outputSchema (no qty)
+    step = await Simulator(backend).step(
+        mock, mock.initial_state, [], ToolCall("set_quantity", {"name": "milk", "qty": 4})
+    )
+    assert not step.is_error and step.attempts == 2 and step.usage.calls == 2
+    feedback = backend.requests[1].messages[-1]["content"]
+    assert feedback.startswith("Your answer was invalid: the answer does not match the answer schema: $.output:")
+
+
+async def test_a_patch_that_does_not_apply_is_rejected_and_the_state_untouched(mock: World) -> None:
+    bad = answer({"name": "milk", "qty": 4}, [{"op": "replace", "path": "/items/banana/qty", "value": 4}])
+    backend = ScriptedBackend([bad, bad, bad])
+    state = copy.deepcopy(mock.initial_state)
+    step = await Simulator(backend, max_attempts=3).step(
+        mock, state, [], ToolCall("set_quantity", {"name": "milk", "qty": 4})
+    )
+    assert (step.is_error, step.error_kind, step.error_code) == (True, "infra", "invalid_simulation")
+    assert step.text == "The tool failed to produce a valid result. Try again."
+    assert "state_patch does not apply" in step.detail and "after 3 attempts" in step.detail
+    assert step.state is state and state == mock.initial_state
+    assert len(backend.requests) == 3
+
+
+async def test_a_patch_that_breaks_the_state_schema_is_rejected(mock: World) -> None:
+    bad = answer({"name": "milk", "qty": 4}, [{"op": "replace", "path": "/items/milk/qty", "value": -1}])
+    step = await Simulator(ScriptedBackend([bad, SET_MILK])).step(
+        mock, mock.initial_state, [], ToolCall("set_quantity", {"name": "milk", "qty": 4})
+    )
+    assert step.attempts == 2 and step.state["items"]["milk"]["qty"] == 4
+
+
+async def test_garbage_model_text_is_retried_then_reported_as_infra(mock: World) -> None:
+    backend = ScriptedBackend([{"text": "sure! here it is"}, {"text": "{not json"}])
+    step = await Simulator(backend, max_attempts=2).step(mock, mock.initial_state, [], ToolCall("list_items", {}))
+    assert (step.error_kind, step.error_code, step.attempts) == ("infra", "invalid_simulation", 2)
+    assert "not valid JSON" in step.detail
+
+
+async def test_a_simulated_tool_error_is_the_agents_and_never_changes_state(mock: World) -> None:
+    patch = [{"op": "remove", "path": "/items/apple"}]
+    err = {**answer(None, patch, error="item_not_found"), "message": "No item named banana."}
+    step = await Simulator(ScriptedBackend([err])).step(
+        mock, mock.initial_state, [], ToolCall("get_item", {"name": "banana"})
+    )
+    assert (step.is_error, step.error_kind, step.error_code) == (True, "agent", "item_not_found")
+    assert step.text == "Error (item_not_found): No item named banana."
+    assert step.state == mock.initial_state and step.state_patch == []
+
+
+async def test_a_read_only_tool_never_changes_state(mock: World) -> None:
+    reply = answer({"name": "apple", "qty": 3}, [{"op": "replace", "path": "/items/apple/qty", "value": 0}])
+    step = await Simulator(ScriptedBackend([reply])).step(
+        mock, mock.initial_state, [], ToolCall("get_item", {"name": "apple"})
+    )
+    assert step.state == mock.initial_state and step.state_patch == []
+
+
+@pytest.mark.parametrize(
+    ("call", "code", "text"),
+    [
+        (
+            ToolCall("delete_everything", {}),
+            "unknown_tool",
+            "Unknown tool 'delete_everything'. Available tools: list_items, get_item, set_quantity.",
+        ),
+        (
+            ToolCall("set_quantity", {"name": "milk", "qty": 400}),
+            "invalid_arguments",
+            "Invalid arguments for set_quantity: $.qty: 400 is greater than the maximum of 100",
+        ),
+        (
+            ToolCall("get_item", {}),
+            "invalid_arguments",
+            "Invalid arguments for get_item: $: 'name' is a required property",
+        ),
+        (
+            ToolCall("get_item", {"name": "x" * 40_000}),
+            "invalid_arguments",
+            "Arguments are too large (40012 bytes; the limit is 32768).",
+        ),
+    ],
+)
+async def test_bad_calls_are_agent_errors_made_before_any_model_call(
+    mock: World, call: ToolCall, code: str, text: str
+) -> None:
+    backend = ScriptedBackend([])
+    step = await Simulator(backend).step(mock, mock.initial_state, [], call)
+    assert (step.is_error, step.error_kind, step.error_code, step.text) == (True, "agent", code, text)
+    assert backend.requests == []
+
+
+async def test_backend_failure_is_a_clean_infra_error(mock: World) -> None:
+    policy = RetryPolicy(max_attempts=2, sleep=_no_sleep)
+    backend = ScriptedBackend([{"raise": "retryable", "message": "HTTP 503: overloaded"}] * 2, retry=policy)
+    step = await Simulator(backend).step(mock, mock.initial_state, [], ToolCall("list_items", {}))
+    assert (step.is_error, step.error_kind, step.error_code) == (True, "infra", "backend_error")
+    assert step.text == "The tool is temporarily unavailable (backend unavailable)."
+    assert "gave up after 2 attempts (last error: HTTP 503: overloaded)" in step.detail
+
+
+async def _no_sleep(seconds: float) -> None:
+    return None
+
+
+def test_prompt_puts_the_stable_world_part_first_and_state_and_call_last(mock: World) -> None:
+    sim = Simulator(ScriptedBackend([]))
+    window = [PastCall("get_item", {"name": "apple"}, {"name": "apple", "qty": 3}, False)]
+    first = sim.build_messages(mock, mock.initial_state, [], ToolCall("list_items", {}))
+    second = sim.build_messages(mock, {"items": {}}, window, ToolCall("get_item", {"name": "rice"}))
+    assert first[0] == second[0]  # identical system message across calls: providers' prefix caches hit
+    system = first[0]["content"]
+    assert "set_quantity" in system and "Quantities are whole numbers" in system
+    user = second[1]["content"]
+    assert user.index("Recent calls") < user.index("Current state") < user.index("Call: get_item")
+    assert user.endswith('Arguments: {"name":"rice"}')
+
+
+def test_hidden_task_information_never_reaches_the_simulator_prompt(mock: World) -> None:
+    sim = Simulator(ScriptedBackend([]))
+    text = json.dumps(sim.build_messages(mock, mock.initial_state, [], ToolCall("list_items", {})))
+    for task in mock.tasks:
+        for secret in (task.user_hidden, task.rubric):
+            if secret:
+                assert secret not in text
+
+
+def test_a_large_state_is_sliced_to_the_records_the_call_touches(mock: World) -> None:
+    items = {f"item{i:04d}": {"qty": i % 100, "unit": "pieces"} for i in range(2000)}
+    sim = Simulator(ScriptedBackend([]))
+    messages = sim.build_messages(mock, {"items": items}, [], ToolCall("get_item", {"name": "item0042"}))
+    user = messages[1]["content"]
+    assert '"item0042":{"qty":42' in user
+    shown = json.loads(user.split("\n")[1])["items"]
+    assert shown["item0042"] == {"qty": 42, "unit": "pieces"}  # the record the call names, whole
+    assert shown["..."] == f"{2000 - len(shown) + 1} other record(s) not shown; they exist unchanged"
+    assert len(user) < mock.simulator.max_state_chars + 500
+
+
+async def test_a_seeded_call_is_cached_and_replays_without_the_model(mock: World) -> None:
+    cache = MemoryCache()
+    first = ScriptedBackend([SET_MILK])
+    call = ToolCall("set_quantity", {"name": "milk", "qty": 4})
+    a = await Simulator(first, cache=cache).step(mock, mock.initial_state, [], call, seed=7)
+    second = ScriptedBackend([], model="scripted")  # would fail if asked
+    b = await Simulator(second, cache=cache).step(mock, mock.initial_state, [], call, seed=7)
+    assert (b.output, b.state, b.cached) == (a.output, a.state, True)
+    assert second.requests == []
+    third = ScriptedBackend([SET_MILK])
+    await Simulator(third, cache=cache).step(mock, mock.initial_state, [], call, seed=8)  # another seed misses
+    assert len(third.requests) == 1
+
+
+async def test_replay_backend_serves_a_recorded_episode_without_any_model(mock: World, tmp_path: Path) -> None:
+    db = tmp_path / "simia.db"
+    recorder = SqliteCache(db)
+    script = [SET_MILK, answer({"name": "milk", "qty": 4})]
+    record = Simulator(ScriptedBackend(script, model="rec"), cache=recorder)
+    calls = [ToolCall("set_quantity", {"name": "milk", "qty": 4}), ToolCall("get_item", {"name": "milk"})]
+    recorded, state = [], mock.initial_state
+    for i, call in enumerate(calls):
+        step = await record.step(mock, state, [], call, seed=100 + i)
+        recorded.append(step)
+        state = step.state
+    recorder.close()
+
+    replay = resolve_backend(f"replay:{db}")
+    sim = Simulator(replay)  # no cache, no model: answers come from the recording
+    state = mock.initial_state
+    for i, call in enumerate(calls):
+        step = await sim.step(mock, state, [], call, seed=100 + i)
+        assert (step.output, step.state, step.error_kind) == (recorded[i].output, recorded[i].state, None)
+        state = step.state
+    unrecorded = await sim.step(mock, state, [], calls[0], seed=999)
+    assert unrecorded.error_kind == "infra" and "no recorded answer for this call" in unrecorded.detail
+    await replay.aclose()
+
+
+async def test_function_backend_sees_the_request(mock: World) -> None:
+    seen: list[CompletionRequest] = []
+
+    def respond(request: CompletionRequest) -> dict[str, Any]:
+        seen.append(request)
+        return answer({"items": [{"name": "apple", "qty": 3}]})
+
+    step = await Simulator(FunctionBackend(respond)).step(mock, mock.initial_state, [], ToolCall("list_items", {}))
+    assert step.output == {"items": [{"name": "apple", "qty": 3}]}
+    assert seen[0].schema["required"] == ["is_error", "error_code", "message", "output", "state_patch"]
