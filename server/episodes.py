@@ -1,0 +1,256 @@
+"""Episodes: create, fork, call tools, end. The rules every endpoint shares live here, MCP-free.
+
+Calls within one episode are serialized by a per-episode lock; different
+episodes run concurrently. A call's event and new state are committed before
+its result is returned, and a retried request (same request key) returns the
+committed result instead of simulating again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from simia.sim.simulator import Simulator, Step, ToolCall
+from simia.sim.state import apply_patch
+from simia.sim.store import EpisodeRecord, EventRecord, Store
+from simia.sim.world import World
+
+from .errors import BadRequest, Conflict, NotFound, Overloaded
+from .metrics import Metrics
+from .settings import ServerSettings
+
+__all__ = ["EpisodeService", "new_episode_id"]
+
+log = logging.getLogger("simia.calls")
+
+Judge = Callable[[World, EpisodeRecord, list[EventRecord], list[dict[str, Any]] | None], Awaitable[dict[str, Any]]]
+
+
+def new_episode_id() -> str:
+    """An unguessable episode id: 192 random bits."""
+    return "ep_" + secrets.token_urlsafe(24)
+
+
+@dataclass
+class _Lock:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
+class EpisodeService:
+    """Everything an endpoint may do to episodes.
+
+    Args:
+        worlds: the loaded worlds by name.
+        simulator: answers tool calls.
+        store: where episodes and events are committed.
+        settings: limits and budgets.
+        judge: scores an ended episode (None: episodes end without a verdict).
+    """
+
+    def __init__(
+        self,
+        worlds: dict[str, World],
+        simulator: Simulator,
+        store: Store,
+        settings: ServerSettings,
+        metrics: Metrics | None = None,
+        judge: Judge | None = None,
+    ) -> None:
+        self.worlds = worlds
+        self.simulator = simulator
+        self.store = store
+        self.settings = settings
+        self.metrics = metrics or Metrics()
+        self.judge = judge
+        self._locks: dict[str, _Lock] = {}
+        self._owners: dict[str, str] = {}
+
+    def world(self, name: str) -> World:
+        world = self.worlds.get(name)
+        if world is None:
+            known = ", ".join(sorted(self.worlds)) or "(none)"
+            raise NotFound(f"unknown world {name!r}; loaded worlds: {known} (see GET /v1/worlds)")
+        return world
+
+    async def create(
+        self, world_name: str, *, task: str | None = None, seed: int | None = None, principal: str = ""
+    ) -> EpisodeRecord:
+        """Start an episode; a task's `initial_state_patch` is applied to the world's state."""
+        world = self.world(world_name)
+        await self._check_capacity()
+        state = copy.deepcopy(world.initial_state)
+        if task is not None:
+            spec = world.task(task)
+            if spec is None:
+                ids = ", ".join(t.id for t in world.tasks) or "(this world has no tasks)"
+                raise NotFound(f"unknown task {task!r} in world {world.name!r}; tasks: {ids}")
+            state = apply_patch(state, spec.initial_state_patch, world.state_schema)
+        episode = EpisodeRecord(
+            id=new_episode_id(), world=world.name, world_hash=world.content_hash, initial_state=state,
+            state=state, task=task, seed=seed, principal=principal,
+        )
+        await self.store.create_episode(episode)
+        self._owners[episode.id] = principal
+        self.metrics.episodes.labels(world.name).inc()
+        self.metrics.live.inc()
+        return episode
+
+    async def fork(self, episode_id: str, *, step: int | None, principal: str) -> EpisodeRecord:
+        """A new active episode starting from `episode_id`'s state after `step` (default: its last step)."""
+        parent = await self.get(episode_id, principal)
+        world = self.world(parent.world)
+        if step is None:
+            step = parent.seq
+        if step < 0 or step > parent.seq:
+            raise BadRequest(f"step must be between 0 and {parent.seq} (the episode's last step), got {step}")
+        await self._check_capacity()
+        state = await self.store.state_at(parent.id, step)
+        episode = EpisodeRecord(
+            id=new_episode_id(), world=world.name, world_hash=world.content_hash, initial_state=state, state=state,
+            task=parent.task, seed=parent.seed, principal=principal, parent_id=parent.id, fork_step=step,
+            group_id=parent.group_id or parent.id,
+        )
+        await self.store.create_episode(episode)
+        self._owners[episode.id] = principal
+        self.metrics.episodes.labels(world.name).inc()
+        self.metrics.live.inc()
+        return episode
+
+    async def _check_capacity(self) -> None:
+        live = await self.store.count_live()
+        if live >= self.settings.max_live_episodes:
+            raise Overloaded(
+                f"{live} live episodes reach the cap of {self.settings.max_live_episodes}; end finished ones with "
+                "POST /v1/episodes/{id}/end or raise --max-live-episodes"
+            )
+
+    async def get(self, episode_id: str, principal: str) -> EpisodeRecord:
+        """The episode, if it exists and belongs to `principal` (otherwise NotFound, never Forbidden)."""
+        episode = await self.store.get_episode(episode_id)
+        if episode is None or episode.principal != principal:
+            raise NotFound(f"no episode {episode_id!r}; create one with POST /v1/episodes")
+        return episode
+
+    async def owns(self, episode_id: str, principal: str) -> bool:
+        """Fast ownership check for MCP requests (memoized per process)."""
+        owner = self._owners.get(episode_id)
+        if owner is None:
+            episode = await self.store.get_episode(episode_id)
+            if episode is None:
+                return False
+            owner = self._owners[episode_id] = episode.principal
+        return owner == principal
+
+    async def call(
+        self, episode_id: str, principal: str, tool: str, arguments: dict[str, Any], *, request_key: str | None = None
+    ) -> EventRecord:
+        """Simulate one tool call and commit it; returns the committed event.
+
+        Bad calls, simulated errors, backend failures and budget hits are all
+        events (with `is_error` and `error_kind`); only an unknown or closed
+        episode raises.
+        """
+        start = time.monotonic()
+        entry = self._locks.setdefault(episode_id, _Lock())
+        entry.users += 1
+        try:
+            async with entry.lock:
+                world, event = await self._call_locked(episode_id, principal, tool, arguments, request_key)
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                self._locks.pop(episode_id, None)
+        self._observe(world, episode_id, event, time.monotonic() - start)
+        return event
+
+    async def _call_locked(
+        self, episode_id: str, principal: str, tool: str, arguments: dict[str, Any], request_key: str | None
+    ) -> tuple[str, EventRecord]:
+        episode = await self.get(episode_id, principal)
+        if episode.status != "active":
+            raise Conflict(f"episode {episode_id} is {episode.status}; start a new one with POST /v1/episodes")
+        if request_key is not None:
+            previous = await self.store.find_event(episode_id, request_key)
+            if previous is not None:
+                return episode.world, previous
+        world = self.world(episode.world)
+        budget = self._budget_problem(episode)
+        if budget is not None:
+            code, text = budget
+            event = EventRecord(tool=tool, arguments=arguments, output=None, text=text, is_error=True,
+                                error_code=code, error_kind="infra", request_key=request_key)
+            return world.name, await self.store.commit_event(episode_id, event, None)
+        window = [e.as_past() for e in await self.store.recent_events(episode_id, world.simulator.window)]
+        seed = None if episode.seed is None else episode.seed * 100_003 + episode.seq
+        step = await self.simulator.step(world, episode.state, window, ToolCall(tool, arguments), seed=seed)
+        event = _event_of(step, request_key)
+        new_state = step.state if step.state is not episode.state and step.state_patch else None
+        return world.name, await self.store.commit_event(episode_id, event, new_state)
+
+    def _budget_problem(self, episode: EpisodeRecord) -> tuple[str, str] | None:
+        s = self.settings
+        if episode.calls >= s.max_calls_per_episode:
+            return "budget_calls", (
+                f"This episode reached its limit of {s.max_calls_per_episode} tool calls; no more calls are accepted.")
+        tokens = episode.prompt_tokens + episode.completion_tokens
+        if tokens >= s.max_sim_tokens_per_episode:
+            return "budget_tokens", (
+                f"This episode reached its simulator budget of {s.max_sim_tokens_per_episode} tokens; "
+                "no more calls are accepted.")
+        return None
+
+    def _observe(self, world: str, episode_id: str, event: EventRecord, seconds: float) -> None:
+        outcome = "ok" if not event.is_error else (event.error_kind or "agent")
+        self.metrics.calls.labels(world, event.tool if len(event.tool) <= 64 else "<long>", outcome).inc()
+        self.metrics.latency.labels(world).observe(seconds)
+        if event.is_error:
+            self.metrics.errors.labels(world, event.error_kind or "agent", event.error_code or "").inc()
+        self.metrics.tokens.labels("prompt").inc(event.usage.get("prompt_tokens", 0))
+        self.metrics.tokens.labels("completion").inc(event.usage.get("completion_tokens", 0))
+        self.metrics.cost.inc(event.usage.get("cost_usd") or 0.0)
+        log.info(
+            "call episode=%s seq=%d tool=%s outcome=%s code=%s latency_ms=%.1f tokens=%d",
+            episode_id, event.seq, event.tool, outcome, event.error_code or "-", seconds * 1000,
+            event.usage.get("prompt_tokens", 0) + event.usage.get("completion_tokens", 0),
+        )
+
+    async def end(
+        self, episode_id: str, principal: str, transcript: list[dict[str, Any]] | None = None
+    ) -> EpisodeRecord:
+        """Close the episode (idempotent), judge it when a judge is configured, and store the verdict."""
+        async with self._locks.setdefault(episode_id, _Lock()).lock:
+            episode = await self.get(episode_id, principal)
+            was_active = episode.status == "active"
+            verdict = episode.verdict
+            if self.judge is not None and (verdict is None or transcript is not None):
+                events = await self.store.events(episode_id)
+                verdict = await self.judge(self.world(episode.world), episode, events, transcript)
+            await self.store.set_status(episode_id, "ended", reason="ended by client" if was_active else None,
+                                        verdict=verdict, transcript=transcript)
+        self._locks.pop(episode_id, None)
+        if was_active:
+            self.metrics.live.dec()
+        return await self.get(episode_id, principal)
+
+    async def sweep_idle(self) -> list[str]:
+        ids = await self.store.abandon_idle(self.settings.idle_timeout)
+        for _ in ids:
+            self.metrics.live.dec()
+        return ids
+
+
+def _event_of(step: Step, request_key: str | None) -> EventRecord:
+    return EventRecord(
+        tool=step.tool, arguments=step.arguments, output=step.output, text=step.text, is_error=step.is_error,
+        error_code=step.error_code, error_kind=step.error_kind, state_patch=step.state_patch,
+        usage=step.usage.as_dict(), latency_ms=step.latency_ms, model=step.model, detail=step.detail,
+        request_key=request_key,
+    )

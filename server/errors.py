@@ -1,0 +1,53 @@
+"""Errors the HTTP API answers with, each a status, a short code and a message that says what to fix.
+
+    ApiError
+    ├── BadRequest      400  malformed JSON, missing or invalid fields
+    ├── Unauthorized    401  missing or unknown bearer token
+    ├── NotFound        404  unknown episode or world (also: another principal's episode)
+    ├── Conflict        409  the episode is not active
+    └── Overloaded      503  too many live episodes
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["ApiError", "BadRequest", "Conflict", "NotFound", "Overloaded", "Unauthorized"]
+
+
+class ApiError(Exception):
+    status = 500
+    code = "internal_error"
+
+    def __init__(self, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, **self.extra}}
+
+
+class BadRequest(ApiError):
+    status = 400
+    code = "bad_request"
+
+
+class Unauthorized(ApiError):
+    status = 401
+    code = "unauthorized"
+
+
+class NotFound(ApiError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(ApiError):
+    status = 409
+    code = "conflict"
+
+
+class Overloaded(ApiError):
+    status = 503
+    code = "overloaded"

@@ -1,0 +1,242 @@
+"""MCP endpoints: thin translation between MCP requests and `EpisodeService`.
+
+Two low-level MCP servers, each mounted once:
+  - `/episodes/{episode_id}/mcp`: bound to one episode by the URL; every protocol era.
+  - `/worlds/{world}/mcp`: each handshake-era session opens a new episode. This URL
+    serves the handshake era only (a 2026-07-28 request gets method-not-found, so
+    `auto` clients fall back to `initialize` and get a session id): a sessionless
+    client could not be told apart from another, and would share its state.
+Handlers never raise for tool failures: they become `isError` results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Any
+
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from simia.sim.store import EventRecord
+from simia.sim.world import World
+
+from .episodes import EpisodeService
+from .errors import ApiError, Conflict
+
+__all__ = ["McpEndpoints"]
+
+log = logging.getLogger("simia.mcp")
+META_EPISODE = "simia/episode"
+
+
+def _tools(world: World) -> list[types.Tool]:
+    return [types.Tool.model_validate(tool.mcp_dict()) for tool in world.tools]
+
+
+def _request(ctx: ServerRequestContext[Any]) -> Request:
+    request = ctx.request
+    if not isinstance(request, Request):
+        raise RuntimeError("simia's MCP endpoints are served over HTTP only")
+    return request
+
+
+def principal_of(scope_or_request: Request) -> str:
+    return str(getattr(scope_or_request.state, "principal", ""))
+
+
+def request_key(ctx: ServerRequestContext[Any], name: str, arguments: dict[str, Any]) -> str | None:
+    """Identifies a retried request: the same JSON-RPC id, session and call means the same request."""
+    if ctx.request_id is None:
+        return None
+    session = _request(ctx).headers.get("mcp-session-id", "")
+    raw = json.dumps([session, ctx.request_id, name, arguments], sort_keys=True, default=str)
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def _result(event: EventRecord, episode_id: str) -> types.CallToolResult:
+    meta = {META_EPISODE: episode_id, "simia/seq": event.seq}
+    if event.is_error:
+        meta["simia/error_kind"] = event.error_kind or "agent"
+        meta["simia/error_code"] = event.error_code or ""
+        return types.CallToolResult(content=[types.TextContent(type="text", text=event.text)], is_error=True,
+                                    meta=meta)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=event.text)],
+        structured_content=event.output,
+        is_error=False,
+        meta=meta,
+    )
+
+
+def _failure(text: str, kind: str, code: str, episode_id: str) -> types.CallToolResult:
+    meta = {META_EPISODE: episode_id, "simia/error_kind": kind, "simia/error_code": code}
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True, meta=meta)
+
+
+class McpEndpoints:
+    """Builds the two MCP apps over one `EpisodeService`."""
+
+    def __init__(self, service: EpisodeService, security: TransportSecuritySettings, *, max_sessions: int,
+                 idle_timeout: float) -> None:
+        self.service = service
+        self.sessions: dict[str, str] = {}  # handshake session id -> episode id (world URLs)
+        self._tools = {name: _tools(world) for name, world in service.worlds.items()}
+        schemas: dict[str, list[dict[str, Any]]] = {}
+        for world in service.worlds.values():
+            for tool in world.tools:
+                schemas.setdefault(tool.name, []).append(tool.input_schema)
+        unique = {name: found[0] for name, found in schemas.items() if len(found) == 1}
+        self.episode_server: Server[Any] = Server(
+            "simia", version="0.1.0", instructions="Simulated tools of one simia episode.",
+            on_list_tools=self._episode_list_tools, on_call_tool=self._episode_call_tool,
+            get_tool_input_schema=unique.get,
+        )
+        self.world_server: Server[Any] = Server(
+            "simia-world", version="0.1.0",
+            instructions="Simulated tools of a simia world; each MCP session is a new episode.",
+            on_list_tools=self._world_list_tools, on_call_tool=self._world_call_tool,
+        )
+        common = dict(transport_security=security, max_sessions=max_sessions, session_idle_timeout=idle_timeout)
+        self.episode_app: Starlette = self.episode_server.streamable_http_app(**common)  # type: ignore[arg-type]
+        self.world_app: Starlette = self.world_server.streamable_http_app(**common)  # type: ignore[arg-type]
+
+    # -- /episodes/{episode_id}/mcp ----------------------------------------------------------------
+
+    async def _episode_list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        request = _request(ctx)
+        episode = await self.service.get(request.path_params["episode_id"], principal_of(request))
+        return types.ListToolsResult(tools=self._tools[episode.world], meta={META_EPISODE: episode.id})
+
+    async def _episode_call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        request = _request(ctx)
+        return await self._call(ctx, request.path_params["episode_id"], principal_of(request), params)
+
+    # -- /worlds/{world}/mcp -----------------------------------------------------------------------
+
+    async def _world_episode(self, ctx: ServerRequestContext[Any]) -> str:
+        request = _request(ctx)
+        session = request.headers.get("mcp-session-id")
+        if not session:
+            raise Conflict("world URLs need an MCP session; initialize first or use /episodes/{id}/mcp")
+        episode_id = self.sessions.get(session)
+        if episode_id is None:
+            episode = await self.service.create(request.path_params["world"], principal=principal_of(request))
+            episode_id = self.sessions[session] = episode.id
+            log.info("session %s... opened episode %s on world %s", session[:8], episode.id, episode.world)
+        return episode_id
+
+    async def _world_list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        world = _request(ctx).path_params["world"]
+        episode_id = await self._world_episode(ctx)
+        return types.ListToolsResult(tools=self._tools[world], meta={META_EPISODE: episode_id})
+
+    async def _world_call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            episode_id = await self._world_episode(ctx)
+        except ApiError as exc:
+            return _failure(exc.message, "infra", exc.code, "")
+        return await self._call(ctx, episode_id, principal_of(_request(ctx)), params)
+
+    # -- shared --------------------------------------------------------------------------------------
+
+    async def _call(
+        self, ctx: ServerRequestContext[Any], episode_id: str, principal: str, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        arguments = dict(params.arguments or {})
+        try:
+            key = request_key(ctx, params.name, arguments)
+            event = await self.service.call(episode_id, principal, params.name, arguments, request_key=key)
+        except ApiError as exc:
+            return _failure(exc.message, "infra", exc.code, episode_id)
+        except Exception:  # the boundary: nothing unexpected leaks onto the wire
+            log.exception("tool call failed: episode=%s tool=%s", episode_id, params.name)
+            return _failure("Internal error in the tool simulator. Try again.", "infra", "internal_error", episode_id)
+        return _result(event, episode_id)
+
+
+class EpisodeGate:
+    """In front of `/episodes/{id}/mcp`: unknown episodes and other principals' episodes get a 404."""
+
+    def __init__(self, app: ASGIApp, service: EpisodeService) -> None:
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            episode_id = scope.get("path_params", {}).get("episode_id", "")
+            principal = str(scope.get("state", {}).get("principal", ""))
+            if not await self.service.owns(episode_id, principal):
+                body = {"error": {"code": "not_found",
+                                  "message": f"no episode {episode_id!r}; create one with POST /v1/episodes"}}
+                await JSONResponse(body, status_code=404)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class WorldGate:
+    """In front of `/worlds/{world}/mcp`: unknown worlds 404; the 2026-07-28 era is refused (see module doc);
+    closing a session (DELETE) ends its episode."""
+
+    def __init__(self, app: ASGIApp, endpoints: McpEndpoints) -> None:
+        self.app = app
+        self.endpoints = endpoints
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        world = scope.get("path_params", {}).get("world", "")
+        if world not in self.endpoints.service.worlds:
+            known = ", ".join(sorted(self.endpoints.service.worlds))
+            body = {"error": {"code": "not_found", "message": f"unknown world {world!r}; loaded worlds: {known}"}}
+            await JSONResponse(body, status_code=404)(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        version = headers.get("mcp-protocol-version")
+        if scope["method"] == "POST" and version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            await self._refuse_modern(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+        session = headers.get("mcp-session-id")
+        if scope["method"] == "DELETE" and session:
+            episode_id = self.endpoints.sessions.pop(session, None)
+            if episode_id is not None:
+                principal = str(scope.get("state", {}).get("principal", ""))
+                try:
+                    await self.endpoints.service.end(episode_id, principal)
+                except ApiError:
+                    log.warning("could not end episode %s of closed session", episode_id)
+
+    async def _refuse_modern(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            message = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            message = {}
+        request_id = message.get("id") if isinstance(message, dict) else None
+        if request_id is None:
+            await Response(status_code=202)(scope, receive, send)
+            return
+        error = {
+            "code": -32601,
+            "message": "Method not found: this world URL serves MCP sessions (protocol 2025-11-25 and earlier); "
+            "connect with a session, or create an episode with POST /v1/episodes and use its mcp_url",
+        }
+        await JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error})(scope, receive, send)

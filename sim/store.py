@@ -1,0 +1,552 @@
+"""The store: episodes, their events and state snapshots, in SQLite (WAL) through a single writer.
+
+One thread owns the only connection (SQLite 3.40 corrupts WAL databases when
+two connections write or checkpoint at once). Concurrent requests are grouped:
+the writer takes every job waiting, runs each in its own savepoint inside one
+transaction, commits once, and only then answers them - so a reply reports only
+what is committed, and many concurrent calls share one fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .cache import CACHE_TABLE_SQL
+from .prompts import PastCall
+
+__all__ = ["EpisodeRecord", "EventRecord", "Store"]
+
+T = TypeVar("T")
+
+SCHEMA_SQL = (
+    """
+CREATE TABLE IF NOT EXISTS episodes (
+    id TEXT PRIMARY KEY,
+    world TEXT NOT NULL,
+    world_hash TEXT NOT NULL,
+    task TEXT,
+    seed INTEGER,
+    principal TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL,
+    seq INTEGER NOT NULL DEFAULT 0,
+    calls INTEGER NOT NULL DEFAULT 0,
+    prompt_tokens INTEGER NOT NULL DEFAULT 0,
+    completion_tokens INTEGER NOT NULL DEFAULT 0,
+    cost_usd REAL NOT NULL DEFAULT 0,
+    initial_state TEXT NOT NULL,
+    state TEXT NOT NULL,
+    parent_id TEXT,
+    fork_step INTEGER,
+    group_id TEXT,
+    verdict TEXT,
+    transcript TEXT,
+    status_reason TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    ended_at REAL
+);
+CREATE INDEX IF NOT EXISTS episodes_world ON episodes (world, status);
+CREATE INDEX IF NOT EXISTS episodes_updated ON episodes (status, updated_at);
+CREATE TABLE IF NOT EXISTS events (
+    episode_id TEXT NOT NULL REFERENCES episodes (id),
+    seq INTEGER NOT NULL,
+    request_key TEXT,
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    output TEXT,
+    text TEXT NOT NULL,
+    is_error INTEGER NOT NULL,
+    error_code TEXT,
+    error_kind TEXT,
+    state_patch TEXT NOT NULL,
+    usage TEXT NOT NULL,
+    latency_ms REAL NOT NULL,
+    model TEXT NOT NULL DEFAULT '',
+    detail TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    PRIMARY KEY (episode_id, seq)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS events_request ON events (episode_id, request_key) WHERE request_key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS snapshots (
+    episode_id TEXT NOT NULL REFERENCES episodes (id),
+    seq INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (episode_id, seq)
+);
+"""
+    + CACHE_TABLE_SQL
+    + ";"
+)
+
+
+@dataclass
+class EpisodeRecord:
+    """One episode as stored."""
+
+    id: str
+    world: str
+    world_hash: str
+    initial_state: dict[str, Any]
+    state: dict[str, Any]
+    task: str | None = None
+    seed: int | None = None
+    principal: str = ""
+    status: str = "active"
+    seq: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    parent_id: str | None = None
+    fork_step: int | None = None
+    group_id: str | None = None
+    verdict: dict[str, Any] | None = None
+    transcript: list[dict[str, Any]] | None = None
+    status_reason: str | None = None
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    ended_at: float | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON shape of an episode in lists (no state, events or transcript)."""
+        return {
+            "id": self.id,
+            "world": self.world,
+            "task": self.task,
+            "seed": self.seed,
+            "status": self.status,
+            "status_reason": self.status_reason,
+            "steps": self.seq,
+            "calls": self.calls,
+            "usage": {
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "cost_usd": round(self.cost_usd, 6),
+            },
+            "parent_id": self.parent_id,
+            "fork_step": self.fork_step,
+            "group_id": self.group_id,
+            "reward": (self.verdict or {}).get("reward"),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "ended_at": self.ended_at,
+        }
+
+
+@dataclass
+class EventRecord:
+    """One tool call of an episode, as committed."""
+
+    tool: str
+    arguments: dict[str, Any]
+    output: dict[str, Any] | None
+    text: str
+    is_error: bool
+    error_code: str | None = None
+    error_kind: str | None = None
+    state_patch: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
+    latency_ms: float = 0.0
+    model: str = ""
+    detail: str = ""
+    request_key: str | None = None
+    seq: int = 0
+    created_at: float = field(default_factory=time.time)
+
+    def as_past(self) -> PastCall:
+        """The event as the simulator's window shows it."""
+        return PastCall(self.tool, self.arguments, self.text if self.is_error else self.output, self.is_error)
+
+    def public(self) -> dict[str, Any]:
+        """The event as the HTTP API returns it (developer detail included, request key not)."""
+        return {
+            "seq": self.seq,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "output": self.output,
+            "text": self.text,
+            "is_error": self.is_error,
+            "error_code": self.error_code,
+            "error_kind": self.error_kind,
+            "state_patch": self.state_patch,
+            "usage": self.usage,
+            "latency_ms": round(self.latency_ms, 2),
+            "model": self.model,
+            "detail": self.detail,
+            "time": self.created_at,
+        }
+
+
+_EPISODE_COLUMNS = [
+    "id", "world", "world_hash", "task", "seed", "principal", "status", "seq", "calls", "prompt_tokens",
+    "completion_tokens", "cost_usd", "initial_state", "state", "parent_id", "fork_step", "group_id", "verdict",
+    "transcript", "status_reason", "created_at", "updated_at", "ended_at",
+]  # fmt: skip
+_JSON_EPISODE = {"initial_state", "state", "verdict", "transcript"}
+_EVENT_COLUMNS = [
+    "seq", "request_key", "tool", "arguments", "output", "text", "is_error", "error_code", "error_kind",
+    "state_patch", "usage", "latency_ms", "model", "detail", "created_at",
+]  # fmt: skip
+_JSON_EVENT = {"arguments", "output", "state_patch", "usage"}
+
+
+def _episode_from_row(row: sqlite3.Row) -> EpisodeRecord:
+    values = {
+        k: (json.loads(row[k]) if k in _JSON_EPISODE and row[k] is not None else row[k]) for k in _EPISODE_COLUMNS
+    }
+    return EpisodeRecord(**values)
+
+
+def _event_from_row(row: sqlite3.Row) -> EventRecord:
+    values = {k: (json.loads(row[k]) if k in _JSON_EVENT and row[k] is not None else row[k]) for k in _EVENT_COLUMNS}
+    values["is_error"] = bool(values["is_error"])
+    return EventRecord(**values)
+
+
+class _Job:
+    __slots__ = ("error", "fn", "future", "loop", "result")
+
+    def __init__(self, fn: Callable[[sqlite3.Connection], Any], loop: asyncio.AbstractEventLoop) -> None:
+        self.fn = fn
+        self.loop = loop
+        self.future: asyncio.Future[Any] = loop.create_future()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class Store:
+    """Episodes, events, snapshots and the response cache in one SQLite file.
+
+    Args:
+        path: the database file (created when missing); ":memory:" for tests.
+        synchronous: SQLite `synchronous` pragma. FULL (default) survives power loss;
+            NORMAL survives process crashes only.
+        ack_before_commit: UNSAFE, for the durability test's control only: answers
+            jobs before their transaction commits, and commits lazily.
+    """
+
+    def __init__(self, path: str | Path, *, synchronous: str = "FULL", ack_before_commit: bool = False) -> None:
+        self.path = str(path)
+        self.ack_before_commit = ack_before_commit
+        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute(f"PRAGMA synchronous={synchronous}")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._conn.execute("PRAGMA busy_timeout=5000")
+        self._conn.executescript(SCHEMA_SQL)
+        self._thread = threading.Thread(target=self._writer, name="simia-store-writer", daemon=True)
+        self._closed = False
+        self._thread.start()
+
+    # -- the writer thread -------------------------------------------------------------------------
+
+    def _writer(self) -> None:
+        conn = self._conn
+        pending_commit = 0.0
+        while True:
+            try:
+                first = self._queue.get(timeout=0.2 if self.ack_before_commit else None)
+            except queue.Empty:
+                first = None
+                if self.ack_before_commit and conn.in_transaction and time.monotonic() - pending_commit > 0.5:
+                    conn.execute("COMMIT")
+                continue
+            if first is None:
+                break
+            jobs = [first]
+            while len(jobs) < 256:
+                try:
+                    job = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if job is None:
+                    self._queue.put(None)
+                    break
+                jobs.append(job)
+            if not conn.in_transaction:
+                conn.execute("BEGIN IMMEDIATE")
+                pending_commit = time.monotonic()
+            for job in jobs:
+                conn.execute("SAVEPOINT job")
+                try:
+                    job.result = job.fn(conn)
+                    conn.execute("RELEASE job")
+                except BaseException as exc:
+                    conn.execute("ROLLBACK TO job")
+                    conn.execute("RELEASE job")
+                    job.error = exc
+            if self.ack_before_commit and time.monotonic() - pending_commit > 1.0:
+                conn.execute("COMMIT")
+            if not self.ack_before_commit:
+                try:
+                    conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    for job in jobs:
+                        job.error = job.error or exc
+            for job in jobs:
+                job.loop.call_soon_threadsafe(_resolve, job)
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+        conn.close()
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise RuntimeError("the store is closed")
+        job = _Job(fn, asyncio.get_running_loop())
+        self._queue.put(job)
+        result: T = await asyncio.shield(job.future)
+        return result
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        await asyncio.to_thread(self._thread.join)
+
+    # -- episodes ----------------------------------------------------------------------------------
+
+    async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
+        def run(conn: sqlite3.Connection) -> EpisodeRecord:
+            values = [
+                json.dumps(getattr(episode, k))
+                if k in _JSON_EPISODE and getattr(episode, k) is not None
+                else getattr(episode, k)
+                for k in _EPISODE_COLUMNS
+            ]
+            marks = ", ".join("?" for _ in _EPISODE_COLUMNS)
+            conn.execute(f"INSERT INTO episodes ({', '.join(_EPISODE_COLUMNS)}) VALUES ({marks})", values)
+            return episode
+
+        return await self._run(run)
+
+    async def get_episode(self, episode_id: str) -> EpisodeRecord | None:
+        def run(conn: sqlite3.Connection) -> EpisodeRecord | None:
+            row = conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+            return _episode_from_row(row) if row else None
+
+        return await self._run(run)
+
+    async def list_episodes(
+        self,
+        *,
+        world: str | None = None,
+        status: str | None = None,
+        principal: str | None = None,
+        task: str | None = None,
+        since: float | None = None,
+        limit: int = 1000,
+    ) -> list[EpisodeRecord]:
+        clauses, params = [], []
+        for column, value in (("world", world), ("status", status), ("principal", principal), ("task", task)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        if since is not None:
+            clauses.append("created_at >= ?")
+            params.append(since)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        sql = f"SELECT * FROM episodes {where} ORDER BY created_at LIMIT ?"
+
+        def run(conn: sqlite3.Connection) -> list[EpisodeRecord]:
+            return [_episode_from_row(r) for r in conn.execute(sql, [*params, limit]).fetchall()]
+
+        return await self._run(run)
+
+    async def count_live(self) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            return int(conn.execute("SELECT COUNT(*) FROM episodes WHERE status = 'active'").fetchone()[0])
+
+        return await self._run(run)
+
+    async def set_status(
+        self,
+        episode_id: str,
+        status: str,
+        *,
+        reason: str | None = None,
+        verdict: dict[str, Any] | None = None,
+        transcript: list[dict[str, Any]] | None = None,
+    ) -> None:
+        now = time.time()
+
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE episodes SET status = ?, status_reason = COALESCE(?, status_reason), "
+                "verdict = COALESCE(?, verdict), transcript = COALESCE(?, transcript), updated_at = ?, "
+                "ended_at = CASE WHEN ? = 'active' THEN NULL ELSE COALESCE(ended_at, ?) END WHERE id = ?",
+                (
+                    status,
+                    reason,
+                    json.dumps(verdict) if verdict is not None else None,
+                    json.dumps(transcript) if transcript is not None else None,
+                    now,
+                    status,
+                    now,
+                    episode_id,
+                ),
+            )
+
+        await self._run(run)
+
+    async def abandon_idle(self, idle_seconds: float) -> list[str]:
+        """Mark active episodes idle for longer than `idle_seconds` as abandoned (their events are kept)."""
+        cutoff = time.time() - idle_seconds
+
+        def run(conn: sqlite3.Connection) -> list[str]:
+            ids = [
+                r[0]
+                for r in conn.execute("SELECT id FROM episodes WHERE status = 'active' AND updated_at < ?", (cutoff,))
+            ]
+            conn.execute(
+                "UPDATE episodes SET status = 'abandoned', status_reason = 'idle timeout', ended_at = ? "
+                "WHERE status = 'active' AND updated_at < ?",
+                (time.time(), cutoff),
+            )
+            return ids
+
+        return await self._run(run)
+
+    # -- events ------------------------------------------------------------------------------------
+
+    async def commit_event(self, episode_id: str, event: EventRecord, new_state: dict[str, Any] | None) -> EventRecord:
+        """Append `event` (and the new state, when it changed) in one transaction.
+
+        A retried request (same `request_key` in the same episode) is not applied
+        twice: the event already committed for it is returned instead.
+
+        Returns:
+            The committed event, with its `seq`.
+        """
+
+        def run(conn: sqlite3.Connection) -> EventRecord:
+            if event.request_key is not None:
+                row = conn.execute(
+                    f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = ? AND request_key = ?",
+                    (episode_id, event.request_key),
+                ).fetchone()
+                if row:
+                    return _event_from_row(row)
+            seq = int(conn.execute("SELECT seq FROM episodes WHERE id = ?", (episode_id,)).fetchone()[0]) + 1
+            event.seq = seq
+            values = [json.dumps(getattr(event, k)) if k in _JSON_EVENT else getattr(event, k) for k in _EVENT_COLUMNS]
+            values[_EVENT_COLUMNS.index("is_error")] = int(event.is_error)
+            marks = ", ".join("?" for _ in range(len(_EVENT_COLUMNS) + 1))
+            conn.execute(
+                f"INSERT INTO events (episode_id, {', '.join(_EVENT_COLUMNS)}) VALUES ({marks})", [episode_id, *values]
+            )
+            counts_as_call = not (event.error_code or "").startswith("budget_")  # refused calls are not calls
+            usage = event.usage
+            sets = (
+                "seq = ?, calls = calls + ?, prompt_tokens = prompt_tokens + ?, "
+                "completion_tokens = completion_tokens + ?, cost_usd = cost_usd + ?, updated_at = ?"
+            )
+            params: list[Any] = [
+                seq,
+                int(counts_as_call),
+                usage.get("prompt_tokens", 0),
+                usage.get("completion_tokens", 0),
+                usage.get("cost_usd") or 0.0,
+                event.created_at,
+            ]
+            if new_state is not None:
+                state_text = json.dumps(new_state)
+                sets += ", state = ?"
+                params.append(state_text)
+                conn.execute(
+                    "INSERT INTO snapshots (episode_id, seq, state) VALUES (?, ?, ?)", (episode_id, seq, state_text)
+                )
+            conn.execute(f"UPDATE episodes SET {sets} WHERE id = ?", [*params, episode_id])
+            return event
+
+        return await self._run(run)
+
+    async def find_event(self, episode_id: str, request_key: str) -> EventRecord | None:
+        def run(conn: sqlite3.Connection) -> EventRecord | None:
+            row = conn.execute(
+                f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = ? AND request_key = ?",
+                (episode_id, request_key),
+            ).fetchone()
+            return _event_from_row(row) if row else None
+
+        return await self._run(run)
+
+    async def recent_events(self, episode_id: str, n: int) -> list[EventRecord]:
+        """The last `n` events, oldest first."""
+
+        def run(conn: sqlite3.Connection) -> list[EventRecord]:
+            rows = conn.execute(
+                f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = ? ORDER BY seq DESC LIMIT ?",
+                (episode_id, n),
+            ).fetchall()
+            return [_event_from_row(r) for r in reversed(rows)]
+
+        return await self._run(run) if n > 0 else []
+
+    async def events(self, episode_id: str) -> list[EventRecord]:
+        def run(conn: sqlite3.Connection) -> list[EventRecord]:
+            rows = conn.execute(
+                f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = ? ORDER BY seq", (episode_id,)
+            )
+            return [_event_from_row(r) for r in rows]
+
+        return await self._run(run)
+
+    async def state_at(self, episode_id: str, step: int) -> dict[str, Any]:
+        """The episode's state after event `step` (0: its initial state)."""
+
+        def run(conn: sqlite3.Connection) -> dict[str, Any]:
+            row = conn.execute(
+                "SELECT state FROM snapshots WHERE episode_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
+                (episode_id, step),
+            ).fetchone()
+            if row is None:
+                row = conn.execute("SELECT initial_state FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+            state: dict[str, Any] = json.loads(row[0])
+            return state
+
+        return await self._run(run)
+
+    async def integrity_check(self) -> str:
+        def run(conn: sqlite3.Connection) -> str:
+            return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+        return await self._run(run)
+
+    # -- the response cache (ResponseCache protocol) -------------------------------------------
+
+    async def get(self, key: str) -> dict[str, Any] | None:
+        def run(conn: sqlite3.Connection) -> dict[str, Any] | None:
+            row = conn.execute("SELECT data FROM llm_cache WHERE key = ?", (key,)).fetchone()
+            return json.loads(row[0]) if row else None
+
+        return await self._run(run)
+
+    async def put(self, key: str, replay_key: str, data: dict[str, Any], model: str) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT OR REPLACE INTO llm_cache (key, replay_key, data, model, created) VALUES (?, ?, ?, ?, ?)",
+                (key, replay_key, json.dumps(data), model, time.time()),
+            )
+
+        await self._run(run)
+
+
+def _resolve(job: _Job) -> None:
+    if job.future.done():
+        return
+    if job.error is not None:
+        job.future.set_exception(job.error)
+    else:
+        job.future.set_result(job.result)
