@@ -24,16 +24,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from mcp.server.transport_security import TransportSecuritySettings
+from simia.sim.errors import SimiaError, StateError
+from simia.sim.simulator import Simulator
+from simia.sim.store import Store
+from simia.sim.world import World
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
-
-from simia.sim.errors import SimiaError, StateError
-from simia.sim.simulator import Simulator
-from simia.sim.store import Store
-from simia.sim.world import World
 
 from .episodes import EpisodeService, Judge
 from .errors import ApiError, BadRequest
@@ -68,13 +67,18 @@ class Guard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if not _host_allowed(headers.get("host"), self.hosts):
-            await _error(421, "misdirected_request", "Host header not allowed (DNS-rebinding protection); "
-                         "start the server with --allowed-host for this name")(scope, receive, send)
+            await _error(
+                421,
+                "misdirected_request",
+                "Host header not allowed (DNS-rebinding protection); "
+                "start the server with --allowed-host for this name",
+            )(scope, receive, send)
             return
         origin = headers.get("origin")
         if origin and not _host_allowed(origin, self.origins):
-            await _error(403, "forbidden_origin", "Origin not allowed (DNS-rebinding protection); "
-                         "add it with --allowed-origin")(scope, receive, send)
+            await _error(
+                403, "forbidden_origin", "Origin not allowed (DNS-rebinding protection); add it with --allowed-origin"
+            )(scope, receive, send)
             return
         principal = ""
         if self.settings.tokens and scope["path"] != "/healthz":
@@ -83,8 +87,11 @@ class Guard:
             found = self.settings.principals.get(token) if token else None
             if found is None:
                 message = "missing bearer token" if not token else "unknown bearer token"
-                response = _error(401, "unauthorized", f"{message}; send 'Authorization: Bearer <token>' with a "
-                                  "token given to simia serve --token")
+                response = _error(
+                    401,
+                    "unauthorized",
+                    f"{message}; send 'Authorization: Bearer <token>' with a token given to simia serve --token",
+                )
                 response.headers["WWW-Authenticate"] = 'Bearer realm="simia"'
                 await response(scope, receive, send)
                 return
@@ -144,8 +151,9 @@ class SimiaApp:
             allowed_hosts=self.settings.hosts(),
             allowed_origins=self.settings.origins(),
         )
-        self.mcp = McpEndpoints(self.service, security, max_sessions=self.settings.max_sessions,
-                                idle_timeout=self.settings.idle_timeout)
+        self.mcp = McpEndpoints(
+            self.service, security, max_sessions=self.settings.max_sessions, idle_timeout=self.settings.idle_timeout
+        )
         routes = [
             Route("/healthz", self.healthz),
             Route("/metrics", self.metrics_endpoint),
@@ -158,8 +166,11 @@ class SimiaApp:
             Mount("/episodes/{episode_id}", app=EpisodeGate(self.mcp.episode_app, self.service)),
             Mount("/worlds/{world}", app=WorldGate(self.mcp.world_app, self.mcp)),
         ]
-        inner = Starlette(routes=routes, lifespan=self._lifespan, exception_handlers={
-            ApiError: self._api_error, StateError: self._state_error})
+        inner = Starlette(
+            routes=routes,
+            lifespan=self._lifespan,
+            exception_handlers={ApiError: self._api_error, StateError: self._state_error},
+        )
         self.starlette = inner
         self.app: ASGIApp = Guard(inner, self.settings)
 
@@ -244,8 +255,9 @@ class SimiaApp:
         status = q.get("status")
         if status is not None and status not in {"active", "ended", "abandoned"}:
             raise BadRequest(f"status must be active, ended or abandoned, got {status!r}")
-        episodes = await self.store.list_episodes(world=q.get("world"), status=status, task=q.get("task"),
-                                                  principal=request.state.principal)
+        episodes = await self.store.list_episodes(
+            world=q.get("world"), status=status, task=q.get("task"), principal=request.state.principal
+        )
         return JSONResponse({"episodes": [self._episode_json(request, e) for e in episodes]})
 
     async def get_episode(self, request: Request) -> Response:
@@ -264,8 +276,9 @@ class SimiaApp:
     async def fork_episode(self, request: Request) -> Response:
         body = await _json_body(request)
         step = _field(body, "step", int)
-        episode = await self.service.fork(request.path_params["episode_id"], step=step,
-                                          principal=request.state.principal)
+        episode = await self.service.fork(
+            request.path_params["episode_id"], step=step, principal=request.state.principal
+        )
         return JSONResponse(self._episode_json(request, episode), status_code=201)
 
     async def end_episode(self, request: Request) -> Response:

@@ -7,9 +7,12 @@ environment variables are read here and nowhere else.
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from simia.sim.loader import default_worlds_dir, load_worlds
 
@@ -48,6 +51,109 @@ def _cmd_worlds(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_for_serve(args: argparse.Namespace) -> dict[str, Any]:
+    report = load_worlds(args.worlds_dir or [default_worlds_dir()])
+    for error in report.errors:
+        print(
+            f"warning: skipped invalid world {error.world!r} ({error.source}); run `simia validate` for details",
+            file=sys.stderr,
+        )
+    worlds: dict[str, Any] = dict(report.worlds)
+    if args.world:
+        missing = [w for w in args.world if w not in worlds]
+        if missing:
+            raise SystemExit(f"error: unknown world(s) {', '.join(missing)}; loaded: {', '.join(sorted(worlds))}")
+        worlds = {name: worlds[name] for name in args.world}
+    if not worlds:
+        raise SystemExit("error: no valid worlds to serve; pass --worlds-dir DIR (a folder of world folders)")
+    return worlds
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from simia.server.settings import ServerSettings
+    from simia.sim.backends import resolve_backend
+    from simia.sim.errors import BackendConfigError
+    from simia.sim.simulator import Simulator
+    from simia.sim.store import Store
+
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    worlds = _load_for_serve(args)
+    try:
+        backend = resolve_backend(args.backend, base_url=args.base_url, env=os.environ)
+    except BackendConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    settings = ServerSettings(
+        host=args.host,
+        port=args.port,
+        tokens=tuple(args.token or ()),
+        allowed_hosts=tuple(args.allowed_host or ()),
+        allowed_origins=tuple(args.allowed_origin or ()),
+        max_argument_bytes=args.max_argument_bytes,
+        max_calls_per_episode=args.max_calls,
+        max_sim_tokens_per_episode=args.max_sim_tokens,
+        idle_timeout=args.idle_timeout,
+        max_live_episodes=args.max_live_episodes,
+        public_url=args.public_url,
+    )
+    unsafe = os.environ.get("SIMIA_UNSAFE_ACK_BEFORE_COMMIT") == "1"  # the durability test's control only
+    store = Store(args.db, synchronous=args.synchronous, ack_before_commit=unsafe)
+    simulator = Simulator(backend, cache=store, max_argument_bytes=settings.max_argument_bytes)
+    if args.transport == "stdio":
+        return _serve_stdio(args, worlds, simulator, store, settings)
+    import uvicorn
+    from simia.server.app import build_app
+
+    app = build_app(worlds, simulator, store, settings, judge=_judge_for(args, backend))
+    base = args.public_url or f"http://{args.host}:{args.port}"
+    print(f"simia {_version()} serving {len(worlds)} world(s) with backend {backend.spec}")
+    print(f"  database: {Path(args.db).resolve()}")
+    for name, world in worlds.items():
+        print(f"  {name:<16} {len(world.tools):>3} tools  {len(world.tasks):>3} tasks  {base}/worlds/{name}/mcp")
+    print(f'  episodes: POST {base}/v1/episodes {{"world": ...}} -> mcp_url {base}/episodes/{{id}}/mcp')
+    print(
+        f"  auth: {'bearer token required' if settings.tokens else 'none (local only)'}; metrics: {base}/metrics",
+        flush=True,
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5)
+    return 0
+
+
+def _judge_for(args: argparse.Namespace, backend: Any) -> Any:
+    return None
+
+
+def _serve_stdio(args: argparse.Namespace, worlds: dict[str, Any], simulator: Any, store: Any, settings: Any) -> int:
+    import asyncio
+
+    from simia.server.stdio import serve_stdio
+
+    if len(worlds) != 1:
+        raise SystemExit(
+            f"error: --transport stdio serves one world: add --world NAME (loaded: {', '.join(sorted(worlds))})"
+        )
+    world = next(iter(worlds.values()))
+
+    async def run() -> None:
+        try:
+            await serve_stdio(world, simulator, store, settings, task=args.task, seed=args.seed)
+        finally:
+            await store.close()
+
+    asyncio.run(run())
+    return 0
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("simia")
+    except PackageNotFoundError:
+        return "dev"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="simia", description="Simulated MCP tool environments for agent training.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -65,6 +171,63 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder of worlds (repeatable; default: ./tool_specs or the bundled worlds)",
     )
     p.set_defaults(func=_cmd_worlds)
+
+    p = sub.add_parser("serve", help="serve worlds as MCP endpoints with an HTTP API")
+    p.add_argument(
+        "--worlds-dir",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help="folder of worlds (repeatable; default: ./tool_specs or the bundled worlds)",
+    )
+    p.add_argument("--world", action="append", metavar="NAME", help="serve only these worlds (repeatable)")
+    p.add_argument(
+        "--backend",
+        metavar="SPEC",
+        help="simulator model: local, openai:MODEL, anthropic:MODEL, openai-compatible:MODEL, "
+        "scripted:FILE, replay:DB (default: local, or openai/anthropic when their key is set)",
+    )
+    p.add_argument("--base-url", metavar="URL", help="server URL for openai-compatible (vLLM, SGLang, Ollama, ...)")
+    p.add_argument("--db", default="simia.db", metavar="PATH", help="SQLite database (default: simia.db)")
+    p.add_argument(
+        "--synchronous",
+        choices=["FULL", "NORMAL"],
+        default="FULL",
+        help="FULL survives power loss (default); NORMAL survives process crashes only",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port (default: 8765)")
+    p.add_argument(
+        "--token",
+        action="append",
+        metavar="TOKEN",
+        help="require this bearer token (repeatable; NAME=SECRET names the principal)",
+    )
+    p.add_argument(
+        "--transport",
+        choices=["http", "stdio"],
+        default="http",
+        help="http (default) or stdio (one episode per process, for desktop clients)",
+    )
+    p.add_argument("--task", metavar="ID", help="stdio only: the task of the episode")
+    p.add_argument("--seed", type=int, help="stdio only: the seed of the episode")
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="HOST[:PORT|:*]",
+        help="Host header values to accept (DNS-rebinding protection; default: local names)",
+    )
+    p.add_argument("--allowed-origin", action="append", metavar="ORIGIN", help="Origin header values to accept")
+    p.add_argument("--public-url", metavar="URL", help="base URL to put in mcp_url (behind a proxy)")
+    p.add_argument("--max-argument-bytes", type=int, default=32_768, help="refuse larger tool arguments (32768)")
+    p.add_argument("--max-calls", type=int, default=500, help="tool calls per episode (500)")
+    p.add_argument("--max-sim-tokens", type=int, default=2_000_000, help="simulator tokens per episode (2000000)")
+    p.add_argument(
+        "--idle-timeout", type=float, default=1800.0, help="seconds before an idle episode is marked abandoned (1800)"
+    )
+    p.add_argument("--max-live-episodes", type=int, default=10_000, help="cap on active episodes (10000)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.set_defaults(func=_cmd_serve)
     return parser
 
 

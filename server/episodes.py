@@ -94,8 +94,14 @@ class EpisodeService:
                 raise NotFound(f"unknown task {task!r} in world {world.name!r}; tasks: {ids}")
             state = apply_patch(state, spec.initial_state_patch, world.state_schema)
         episode = EpisodeRecord(
-            id=new_episode_id(), world=world.name, world_hash=world.content_hash, initial_state=state,
-            state=state, task=task, seed=seed, principal=principal,
+            id=new_episode_id(),
+            world=world.name,
+            world_hash=world.content_hash,
+            initial_state=state,
+            state=state,
+            task=task,
+            seed=seed,
+            principal=principal,
         )
         await self.store.create_episode(episode)
         self._owners[episode.id] = principal
@@ -114,8 +120,16 @@ class EpisodeService:
         await self._check_capacity()
         state = await self.store.state_at(parent.id, step)
         episode = EpisodeRecord(
-            id=new_episode_id(), world=world.name, world_hash=world.content_hash, initial_state=state, state=state,
-            task=parent.task, seed=parent.seed, principal=principal, parent_id=parent.id, fork_step=step,
+            id=new_episode_id(),
+            world=world.name,
+            world_hash=world.content_hash,
+            initial_state=state,
+            state=state,
+            task=parent.task,
+            seed=parent.seed,
+            principal=principal,
+            parent_id=parent.id,
+            fork_step=step,
             group_id=parent.group_id or parent.id,
         )
         await self.store.create_episode(episode)
@@ -185,12 +199,21 @@ class EpisodeService:
         budget = self._budget_problem(episode)
         if budget is not None:
             code, text = budget
-            event = EventRecord(tool=tool, arguments=arguments, output=None, text=text, is_error=True,
-                                error_code=code, error_kind="infra", request_key=request_key)
+            event = EventRecord(
+                tool=tool,
+                arguments=arguments,
+                output=None,
+                text=text,
+                is_error=True,
+                error_code=code,
+                error_kind="infra",
+                request_key=request_key,
+            )
             return world.name, await self.store.commit_event(episode_id, event, None)
         window = [e.as_past() for e in await self.store.recent_events(episode_id, world.simulator.window)]
         seed = None if episode.seed is None else episode.seed * 100_003 + episode.seq
-        step = await self.simulator.step(world, episode.state, window, ToolCall(tool, arguments), seed=seed)
+        step = await self.simulator.step(world, episode.state, window, ToolCall(tool, arguments), seed=seed,
+                                         max_argument_bytes=self.settings.max_argument_bytes)
         event = _event_of(step, request_key)
         new_state = step.state if step.state is not episode.state and step.state_patch else None
         return world.name, await self.store.commit_event(episode_id, event, new_state)
@@ -199,12 +222,14 @@ class EpisodeService:
         s = self.settings
         if episode.calls >= s.max_calls_per_episode:
             return "budget_calls", (
-                f"This episode reached its limit of {s.max_calls_per_episode} tool calls; no more calls are accepted.")
+                f"This episode reached its limit of {s.max_calls_per_episode} tool calls; no more calls are accepted."
+            )
         tokens = episode.prompt_tokens + episode.completion_tokens
         if tokens >= s.max_sim_tokens_per_episode:
             return "budget_tokens", (
                 f"This episode reached its simulator budget of {s.max_sim_tokens_per_episode} tokens; "
-                "no more calls are accepted.")
+                "no more calls are accepted."
+            )
         return None
 
     def _observe(self, world: str, episode_id: str, event: EventRecord, seconds: float) -> None:
@@ -218,7 +243,12 @@ class EpisodeService:
         self.metrics.cost.inc(event.usage.get("cost_usd") or 0.0)
         log.info(
             "call episode=%s seq=%d tool=%s outcome=%s code=%s latency_ms=%.1f tokens=%d",
-            episode_id, event.seq, event.tool, outcome, event.error_code or "-", seconds * 1000,
+            episode_id,
+            event.seq,
+            event.tool,
+            outcome,
+            event.error_code or "-",
+            seconds * 1000,
             event.usage.get("prompt_tokens", 0) + event.usage.get("completion_tokens", 0),
         )
 
@@ -233,8 +263,13 @@ class EpisodeService:
             if self.judge is not None and (verdict is None or transcript is not None):
                 events = await self.store.events(episode_id)
                 verdict = await self.judge(self.world(episode.world), episode, events, transcript)
-            await self.store.set_status(episode_id, "ended", reason="ended by client" if was_active else None,
-                                        verdict=verdict, transcript=transcript)
+            await self.store.set_status(
+                episode_id,
+                "ended",
+                reason="ended by client" if was_active else None,
+                verdict=verdict,
+                transcript=transcript,
+            )
         self._locks.pop(episode_id, None)
         if was_active:
             self.metrics.live.dec()
@@ -249,8 +284,17 @@ class EpisodeService:
 
 def _event_of(step: Step, request_key: str | None) -> EventRecord:
     return EventRecord(
-        tool=step.tool, arguments=step.arguments, output=step.output, text=step.text, is_error=step.is_error,
-        error_code=step.error_code, error_kind=step.error_kind, state_patch=step.state_patch,
-        usage=step.usage.as_dict(), latency_ms=step.latency_ms, model=step.model, detail=step.detail,
+        tool=step.tool,
+        arguments=step.arguments,
+        output=step.output,
+        text=step.text,
+        is_error=step.is_error,
+        error_code=step.error_code,
+        error_kind=step.error_kind,
+        state_patch=step.state_patch,
+        usage=step.usage.as_dict(),
+        latency_ms=step.latency_ms,
+        model=step.model,
+        detail=step.detail,
         request_key=request_key,
     )

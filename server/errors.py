@@ -1,11 +1,11 @@
 """Errors the HTTP API answers with, each a status, a short code and a message that says what to fix.
 
-    ApiError
-    ├── BadRequest      400  malformed JSON, missing or invalid fields
-    ├── Unauthorized    401  missing or unknown bearer token
-    ├── NotFound        404  unknown episode or world (also: another principal's episode)
-    ├── Conflict        409  the episode is not active
-    └── Overloaded      503  too many live episodes
+ApiError
+├── BadRequest      400  malformed JSON, missing or invalid fields
+├── Unauthorized    401  missing or unknown bearer token
+├── NotFound        404  unknown episode or world (also: another principal's episode)
+├── Conflict        409  the episode is not active
+└── Overloaded      503  too many live episodes
 """
 
 from __future__ import annotations

@@ -21,24 +21,23 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from simia.sim.store import EventRecord
+from simia.sim.world import World
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from simia.sim.store import EventRecord
-from simia.sim.world import World
-
 from .episodes import EpisodeService
 from .errors import ApiError, Conflict
 
-__all__ = ["McpEndpoints"]
+__all__ = ["EpisodeGate", "McpEndpoints", "WorldGate", "call_result", "failure_result", "tool_list"]
 
 log = logging.getLogger("simia.mcp")
 META_EPISODE = "simia/episode"
 
 
-def _tools(world: World) -> list[types.Tool]:
+def tool_list(world: World) -> list[types.Tool]:
     return [types.Tool.model_validate(tool.mcp_dict()) for tool in world.tools]
 
 
@@ -62,48 +61,55 @@ def request_key(ctx: ServerRequestContext[Any], name: str, arguments: dict[str, 
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def _result(event: EventRecord, episode_id: str) -> types.CallToolResult:
+def call_result(event: EventRecord, episode_id: str) -> types.CallToolResult:
     meta = {META_EPISODE: episode_id, "simia/seq": event.seq}
     if event.is_error:
         meta["simia/error_kind"] = event.error_kind or "agent"
         meta["simia/error_code"] = event.error_code or ""
-        return types.CallToolResult(content=[types.TextContent(type="text", text=event.text)], is_error=True,
-                                    meta=meta)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=event.text)], is_error=True, _meta=meta
+        )
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=event.text)],
         structured_content=event.output,
         is_error=False,
-        meta=meta,
+        _meta=meta,
     )
 
 
-def _failure(text: str, kind: str, code: str, episode_id: str) -> types.CallToolResult:
+def failure_result(text: str, kind: str, code: str, episode_id: str) -> types.CallToolResult:
     meta = {META_EPISODE: episode_id, "simia/error_kind": kind, "simia/error_code": code}
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True, meta=meta)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True, _meta=meta)
 
 
 class McpEndpoints:
     """Builds the two MCP apps over one `EpisodeService`."""
 
-    def __init__(self, service: EpisodeService, security: TransportSecuritySettings, *, max_sessions: int,
-                 idle_timeout: float) -> None:
+    def __init__(
+        self, service: EpisodeService, security: TransportSecuritySettings, *, max_sessions: int, idle_timeout: float
+    ) -> None:
         self.service = service
         self.sessions: dict[str, str] = {}  # handshake session id -> episode id (world URLs)
-        self._tools = {name: _tools(world) for name, world in service.worlds.items()}
+        self._tools = {name: tool_list(world) for name, world in service.worlds.items()}
         schemas: dict[str, list[dict[str, Any]]] = {}
         for world in service.worlds.values():
             for tool in world.tools:
                 schemas.setdefault(tool.name, []).append(tool.input_schema)
         unique = {name: found[0] for name, found in schemas.items() if len(found) == 1}
         self.episode_server: Server[Any] = Server(
-            "simia", version="0.1.0", instructions="Simulated tools of one simia episode.",
-            on_list_tools=self._episode_list_tools, on_call_tool=self._episode_call_tool,
+            "simia",
+            version="0.1.0",
+            instructions="Simulated tools of one simia episode.",
+            on_list_tools=self._episode_list_tools,
+            on_call_tool=self._episode_call_tool,
             get_tool_input_schema=unique.get,
         )
         self.world_server: Server[Any] = Server(
-            "simia-world", version="0.1.0",
+            "simia-world",
+            version="0.1.0",
             instructions="Simulated tools of a simia world; each MCP session is a new episode.",
-            on_list_tools=self._world_list_tools, on_call_tool=self._world_call_tool,
+            on_list_tools=self._world_list_tools,
+            on_call_tool=self._world_call_tool,
         )
         common = dict(transport_security=security, max_sessions=max_sessions, session_idle_timeout=idle_timeout)
         self.episode_app: Starlette = self.episode_server.streamable_http_app(**common)  # type: ignore[arg-type]
@@ -116,7 +122,7 @@ class McpEndpoints:
     ) -> types.ListToolsResult:
         request = _request(ctx)
         episode = await self.service.get(request.path_params["episode_id"], principal_of(request))
-        return types.ListToolsResult(tools=self._tools[episode.world], meta={META_EPISODE: episode.id})
+        return types.ListToolsResult(tools=self._tools[episode.world], _meta={META_EPISODE: episode.id})
 
     async def _episode_call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -143,7 +149,7 @@ class McpEndpoints:
     ) -> types.ListToolsResult:
         world = _request(ctx).path_params["world"]
         episode_id = await self._world_episode(ctx)
-        return types.ListToolsResult(tools=self._tools[world], meta={META_EPISODE: episode_id})
+        return types.ListToolsResult(tools=self._tools[world], _meta={META_EPISODE: episode_id})
 
     async def _world_call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -151,7 +157,7 @@ class McpEndpoints:
         try:
             episode_id = await self._world_episode(ctx)
         except ApiError as exc:
-            return _failure(exc.message, "infra", exc.code, "")
+            return failure_result(exc.message, "infra", exc.code, "")
         return await self._call(ctx, episode_id, principal_of(_request(ctx)), params)
 
     # -- shared --------------------------------------------------------------------------------------
@@ -164,11 +170,13 @@ class McpEndpoints:
             key = request_key(ctx, params.name, arguments)
             event = await self.service.call(episode_id, principal, params.name, arguments, request_key=key)
         except ApiError as exc:
-            return _failure(exc.message, "infra", exc.code, episode_id)
+            return failure_result(exc.message, "infra", exc.code, episode_id)
         except Exception:  # the boundary: nothing unexpected leaks onto the wire
             log.exception("tool call failed: episode=%s tool=%s", episode_id, params.name)
-            return _failure("Internal error in the tool simulator. Try again.", "infra", "internal_error", episode_id)
-        return _result(event, episode_id)
+            return failure_result(
+                "Internal error in the tool simulator. Try again.", "infra", "internal_error", episode_id
+            )
+        return call_result(event, episode_id)
 
 
 class EpisodeGate:
@@ -183,8 +191,12 @@ class EpisodeGate:
             episode_id = scope.get("path_params", {}).get("episode_id", "")
             principal = str(scope.get("state", {}).get("principal", ""))
             if not await self.service.owns(episode_id, principal):
-                body = {"error": {"code": "not_found",
-                                  "message": f"no episode {episode_id!r}; create one with POST /v1/episodes"}}
+                body = {
+                    "error": {
+                        "code": "not_found",
+                        "message": f"no episode {episode_id!r}; create one with POST /v1/episodes",
+                    }
+                }
                 await JSONResponse(body, status_code=404)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -147,9 +147,16 @@ class Simulator:
         call: ToolCall,
         *,
         seed: int | None = None,
+        max_argument_bytes: int | None = None,
     ) -> Step:
-        """Simulate one call. Never raises for agent mistakes or backend failures: they are data in the Step."""
-        tool, problem = check_call(world, call, max_argument_bytes=self.max_argument_bytes)
+        """Simulate one call. Never raises for agent mistakes or backend failures: they are data in the Step.
+
+        Args:
+            seed: makes the call cacheable and replayable (same seed, state and call -> same answer).
+            max_argument_bytes: overrides the simulator's own limit for this call.
+        """
+        limit = self.max_argument_bytes if max_argument_bytes is None else max_argument_bytes
+        tool, problem = check_call(world, call, max_argument_bytes=limit)
         if problem is not None or tool is None:
             code = "unknown_tool" if tool is None else "invalid_arguments"
             return _agent_error(call, state, code, problem or "")

@@ -348,7 +348,8 @@ class Store:
         since: float | None = None,
         limit: int = 1000,
     ) -> list[EpisodeRecord]:
-        clauses, params = [], []
+        clauses: list[str] = []
+        params: list[Any] = []
         for column, value in (("world", world), ("status", status), ("principal", principal), ("task", task)):
             if value is not None:
                 clauses.append(f"{column} = ?")

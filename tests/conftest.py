@@ -37,8 +37,13 @@ def mock_world_answer(request: Any) -> dict[str, Any]:
     if tool == "list_items":
         return ok({"items": [{"name": k, "qty": v["qty"]} for k, v in items.items()]})
     if args.get("name") not in items:
-        return {"is_error": True, "error_code": "item_not_found", "message": f"No item named {args.get('name')}.",
-                "output": None, "state_patch": []}
+        return {
+            "is_error": True,
+            "error_code": "item_not_found",
+            "message": f"No item named {args.get('name')}.",
+            "output": None,
+            "state_patch": [],
+        }
     name = args["name"]
     if tool == "get_item":
         return ok({"name": name, "qty": items[name]["qty"]})

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import uvicorn
-
 from simia.server.app import SimiaApp, build_app
 from simia.server.settings import ServerSettings
 from simia.sim import load_worlds

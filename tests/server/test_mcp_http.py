@@ -44,7 +44,9 @@ async def test_episode_url_lists_tools_and_carries_state_across_calls(make_serve
         stored = await fetch(server.url, episode["id"])
     assert stored["state"]["items"]["milk"]["qty"] == 7
     assert [(e["seq"], e["tool"], e["is_error"]) for e in stored["events"]] == [
-        (1, "set_quantity", False), (2, "get_item", False)]
+        (1, "set_quantity", False),
+        (2, "get_item", False),
+    ]
     assert stored["events"][0]["state_patch"] == [{"op": "replace", "path": "/items/milk/qty", "value": 7}]
 
 
@@ -83,7 +85,8 @@ async def test_invalid_arguments_and_unknown_tools_are_agent_errors_with_the_rea
             unknown = await client.call_tool("launch_rocket", {})
             missing = await client.call_tool("get_item", {"name": "banana"})
         assert server.backend.requests[0].messages[1]["content"].endswith('{"name":"banana"}')  # only 1 model call
-    assert bad.is_error and bad.content[0].text == "Invalid arguments for set_quantity: $.qty: 'lots' is not of type 'integer'"
+    assert bad.is_error
+    assert bad.content[0].text == "Invalid arguments for set_quantity: $.qty: 'lots' is not of type 'integer'"
     assert bad.meta and bad.meta["simia/error_kind"] == "agent" and bad.meta["simia/error_code"] == "invalid_arguments"
     assert unknown.is_error and unknown.content[0].text.startswith("Unknown tool 'launch_rocket'. Available tools:")
     assert missing.is_error and missing.content[0].text == "Error (item_not_found): No item named banana."
@@ -100,8 +103,9 @@ async def test_a_task_episode_starts_from_the_patched_state_and_fork_starts_from
             await client.call_tool("set_quantity", {"name": "apple", "qty": 2})
         async with httpx.AsyncClient() as http:
             fork = (await http.post(f"{server.url}/v1/episodes/{episode['id']}/fork", json={"step": 2})).json()
-            group = [(await http.post(f"{server.url}/v1/episodes/{episode['id']}/fork", json={})).json()
-                     for _ in range(2)]
+            group = [
+                (await http.post(f"{server.url}/v1/episodes/{episode['id']}/fork", json={})).json() for _ in range(2)
+            ]
         assert fork["parent_id"] == episode["id"] and fork["fork_step"] == 2 and fork["group_id"] == episode["id"]
         async with Client(fork["mcp_url"]) as client:
             assert (await client.call_tool("get_item", {"name": "apple"})).structured_content["qty"] == 1
