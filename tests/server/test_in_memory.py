@@ -1,0 +1,88 @@
+"""Fast tests through the SDK's in-memory `Client(server)` (no sockets), and the service's retry rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+
+from simia.server.episodes import EpisodeService
+from simia.server.settings import ServerSettings
+from simia.server.stdio import bound_server
+from simia.sim import load_worlds
+from simia.sim.backends import FunctionBackend
+from simia.sim.simulator import Simulator
+from simia.sim.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def service_for(tmp_path: Path, answer: Any) -> EpisodeService:
+    worlds = load_worlds([ROOT / "tool_specs"]).worlds
+    backend = FunctionBackend(answer)
+    return EpisodeService(worlds, Simulator(backend), Store(tmp_path / "s.db"), ServerSettings())
+
+
+async def test_an_in_memory_client_lists_and_calls_an_episodes_tools(tmp_path: Path, mock_answer: Any) -> None:
+    service = await service_for(tmp_path, mock_answer)
+    episode = await service.create("mock", task="restock_milk")
+    server = bound_server(service, episode.id, service.worlds["mock"])
+    async with Client(server) as client:
+        tools = await client.list_tools()
+        result = await client.call_tool("set_quantity", {"name": "milk", "qty": 4})
+    assert [t.name for t in tools.tools] == ["list_items", "get_item", "set_quantity"]
+    assert result.structured_content == {"name": "milk", "qty": 4}
+    assert result.meta is not None
+    assert (result.meta["simia/episode"], result.meta["simia/seq"]) == (episode.id, 1)
+    stored = await service.store.get_episode(episode.id)
+    assert stored is not None and stored.state["items"]["milk"]["qty"] == 4 and stored.seq == 1
+    await service.store.close()
+
+
+async def test_a_retried_request_is_not_applied_twice(tmp_path: Path, mock_answer: Any) -> None:
+    calls = 0
+
+    def counting(request: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return mock_answer(request)
+
+    service = await service_for(tmp_path, counting)
+    episode = await service.create("mock")
+    first = await service.call(episode.id, "", "set_quantity", {"name": "rice", "qty": 8}, request_key="req-7")
+    retry = await service.call(episode.id, "", "set_quantity", {"name": "rice", "qty": 8}, request_key="req-7")
+    other = await service.call(episode.id, "", "get_item", {"name": "rice"}, request_key="req-8")
+    assert (first.seq, retry.seq, other.seq) == (1, 1, 2)
+    assert retry.output == first.output and calls == 2
+    assert [e.seq for e in await service.store.events(episode.id)] == [1, 2]
+    await service.store.close()
+
+
+async def test_concurrent_calls_in_one_episode_are_serialized(tmp_path: Path, mock_answer: Any) -> None:
+    import asyncio
+
+    service = await service_for(tmp_path, mock_answer)
+    episode = await service.create("mock")
+    events = await asyncio.gather(*(
+        service.call(episode.id, "", "set_quantity", {"name": "apple", "qty": q}) for q in range(20)
+    ))
+    assert sorted(e.seq for e in events) == list(range(1, 21))
+    stored = await service.store.get_episode(episode.id)
+    last = max(events, key=lambda e: e.seq)
+    assert stored is not None and stored.state["items"]["apple"]["qty"] == last.arguments["qty"]
+    assert await service.store.integrity_check() == "ok"
+    await service.store.close()
+
+
+async def test_restarting_the_store_continues_episodes_from_the_last_committed_state(
+    tmp_path: Path, mock_answer: Any
+) -> None:
+    service = await service_for(tmp_path, mock_answer)
+    episode = await service.create("mock")
+    await service.call(episode.id, "", "set_quantity", {"name": "milk", "qty": 9})
+    await service.store.close()
+    reopened = await service_for(tmp_path, mock_answer)
+    event = await reopened.call(episode.id, "", "get_item", {"name": "milk"})
+    assert (event.seq, event.output) == (2, {"name": "milk", "qty": 9})
+    await reopened.store.close()

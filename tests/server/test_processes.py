@@ -1,0 +1,156 @@
+"""Real `simia serve` processes: stdio for desktop clients, and kill -9 under load."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+from mcp import Client, StdioServerParameters
+
+from simia.sim.backends.fake_server import free_port
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
+
+
+async def test_stdio_serves_one_episode_to_the_sdk_client(tmp_path: Path) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "simia.server.cli", "serve", "--transport", "stdio", "--world", "mock",
+              "--worlds-dir", str(ROOT / "tool_specs"), "--backend", f"scripted:{SCRIPT}",
+              "--db", str(tmp_path / "stdio.db")],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    async with Client(params) as client:
+        tools = await client.list_tools()
+        changed = await client.call_tool("set_quantity", {"name": "milk", "qty": 4})
+        missing = await client.call_tool("get_item", {"name": "banana"})
+    assert [t.name for t in tools.tools] == ["list_items", "get_item", "set_quantity"]
+    assert changed.structured_content == {"name": "milk", "qty": 4}
+    assert missing.is_error and missing.content[0].text == "Error (item_not_found): There is no banana in the pantry."
+    with sqlite3.connect(tmp_path / "stdio.db") as db:
+        rows = db.execute("SELECT e.status, e.seq, json_extract(e.state, '$.items.milk.qty') FROM episodes e").fetchall()
+    assert rows == [("ended", 2, 4)]  # committed, and ended when the client disconnected
+
+
+@contextmanager
+def serve_process(db: Path, port: int, *, unsafe: bool = False) -> Iterator[subprocess.Popen[bytes]]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if unsafe:
+        env["SIMIA_UNSAFE_ACK_BEFORE_COMMIT"] = "1"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simia.server.cli", "serve", "--db", str(db), "--port", str(port),
+         "--worlds-dir", str(ROOT / "tool_specs"), "--world", "mock", "--backend", f"scripted:{SCRIPT}",
+         "--log-level", "warning"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
+
+
+async def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
+    async with httpx.AsyncClient() as http:
+        for _ in range(600):
+            if proc.poll() is not None:
+                raise RuntimeError(f"simia serve exited with {proc.returncode}")
+            try:
+                if (await http.get(f"{url}/healthz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.05)
+    raise TimeoutError("simia serve did not become healthy within 30 s")
+
+
+async def load_then_kill(url: str, proc: subprocess.Popen[bytes], *, acks_before_kill: int) -> list[tuple[str, int]]:
+    """8 clients call tools concurrently; after `acks_before_kill` acknowledged calls the server gets SIGKILL."""
+    async with httpx.AsyncClient() as http:
+        episodes = [(await http.post(f"{url}/v1/episodes", json={"world": "mock"})).json() for _ in range(8)]
+    acked: list[tuple[str, int]] = []
+    killed = asyncio.Event()
+
+    async def worker(episode: dict[str, Any]) -> None:
+        try:
+            async with Client(episode["mcp_url"]) as client:
+                while not killed.is_set():
+                    result = await client.call_tool("set_quantity", {"name": "milk", "qty": 4})
+                    assert not result.is_error and result.meta
+                    acked.append((episode["id"], int(result.meta["simia/seq"])))
+                    if len(acked) >= acks_before_kill and not killed.is_set():
+                        proc.send_signal(signal.SIGKILL)
+                        killed.set()
+        except Exception:  # the server died under us: expected
+            killed.set()
+
+    await asyncio.wait_for(asyncio.gather(*(worker(e) for e in episodes)), timeout=120)
+    proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+    return acked
+
+
+async def lost_after_restart(db: Path, acked: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with serve_process(db, port) as proc:
+        await wait_healthy(url, proc)
+        stored: set[tuple[str, int]] = set()
+        async with httpx.AsyncClient() as http:
+            for episode_id in {e for e, _ in acked}:
+                response = await http.get(f"{url}/v1/episodes/{episode_id}")
+                if response.status_code == 200:
+                    stored |= {(episode_id, ev["seq"]) for ev in response.json()["events"]}
+        return [a for a in acked if a not in stored]
+
+
+async def test_kill_9_under_load_loses_no_acknowledged_call_and_episodes_continue(tmp_path: Path) -> None:
+    db, port = tmp_path / "simia.db", free_port()
+    url = f"http://127.0.0.1:{port}"
+    with serve_process(db, port) as proc:
+        await wait_healthy(url, proc)
+        acked = await load_then_kill(url, proc, acks_before_kill=80)
+    assert len(acked) >= 80
+    assert await lost_after_restart(db, acked) == []
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with serve_process(db, port) as proc:  # the same episode URL continues from the last committed state
+        await wait_healthy(url, proc)
+        episode_id = acked[0][0]
+        last = max(seq for e, seq in acked if e == episode_id)
+        async with Client(f"{url}/episodes/{episode_id}/mcp") as client:
+            result = await client.call_tool("get_item", {"name": "milk"})
+        assert result.meta and result.meta["simia/seq"] >= last + 1
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+async def test_the_kill_test_catches_a_server_that_acknowledges_before_committing(tmp_path: Path) -> None:
+    """Test of the test: the control acknowledges before it commits, and must be caught losing calls."""
+    db, port = tmp_path / "control.db", free_port()
+    url = f"http://127.0.0.1:{port}"
+    with serve_process(db, port, unsafe=True) as proc:
+        await wait_healthy(url, proc)
+        acked = await load_then_kill(url, proc, acks_before_kill=80)
+    lost = await lost_after_restart(db, acked)
+    print(f"control: {len(lost)} of {len(acked)} acknowledged calls lost")
+    assert len(lost) > 0, "the control lost nothing: the kill test would not catch an unsafe server"
