@@ -11,18 +11,18 @@ prompt that is a stable prefix across calls (target >= 0.70).
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-import itertools
-
-from _common import token_counter
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend
+from simia.sim.backends.mock_world import parse_simulator_prompt
 from simia.sim.prompts import system_prompt
 from simia.sim.simulator import Simulator, Step, ToolCall
 
@@ -30,18 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CALLS = 50
 
 
-def _state_in(prompt: str) -> dict[str, Any]:
-    line = prompt.split("Current state", 1)[1].split("\n", 2)[1]
-    state: dict[str, Any] = json.loads(line)
-    return state
-
-
 def respond(request: CompletionRequest) -> dict[str, Any]:
     """Answer like a competent simulator would: read records from the state, patch on writes."""
-    prompt = str(request.messages[1]["content"])
-    state = _state_in(prompt)
-    tool = prompt.split("Call: ", 1)[1].split("\n", 1)[0]
-    args = json.loads(prompt.split("Arguments: ", 1)[1])
+    tool, args, state = parse_simulator_prompt(str(request.messages[1]["content"]))
     patch: list[dict[str, Any]] = []
     output: dict[str, Any]
     if tool == "get_user_details":
@@ -60,6 +51,19 @@ def respond(request: CompletionRequest) -> dict[str, Any]:
         patch = [{"op": "replace", "path": path, "value": address}]
         output = {"order_id": args["order_id"], "address": address}
     return {"is_error": False, "error_code": None, "message": "ok", "output": output, "state_patch": patch}
+
+
+@functools.lru_cache(maxsize=1)
+def token_counter() -> tuple[str, Callable[[str], int]]:
+    """SmolLM2's tokenizer when llama-cpp-python and the model are installed, else ~4 characters a token."""
+    try:
+        from llama_cpp import Llama
+        from simia.sim.backends.local import embedded_model_path
+
+        vocab = Llama(model_path=str(embedded_model_path()), vocab_only=True, verbose=False)
+    except Exception:  # any failure falls back to the estimate
+        return "chars/4", lambda text: len(text) // 4
+    return "SmolLM2 tokenizer", lambda text: len(vocab.tokenize(text.encode(), add_bos=False))
 
 
 def episode_calls() -> list[ToolCall]:
