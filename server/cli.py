@@ -81,7 +81,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     )
     worlds = _load_for_serve(args)
     try:
-        backend = resolve_backend(args.backend, base_url=args.base_url, env=os.environ)
+        backend = resolve_backend(
+            args.backend, base_url=args.base_url, env=os.environ, max_concurrency=args.backend_concurrency
+        )
     except BackendConfigError as exc:
         raise SystemExit(f"error: {exc}") from None
     settings = ServerSettings(
@@ -188,6 +190,13 @@ def build_parser() -> argparse.ArgumentParser:
         "scripted:FILE, replay:DB (default: local, or openai/anthropic when their key is set)",
     )
     p.add_argument("--base-url", metavar="URL", help="server URL for openai-compatible (vLLM, SGLang, Ollama, ...)")
+    p.add_argument(
+        "--backend-concurrency",
+        type=int,
+        default=64,
+        metavar="N",
+        help="cap on simultaneous model requests (vLLM and llama.cpp queue without bound; default 64)",
+    )
     p.add_argument("--db", default="simia.db", metavar="PATH", help="SQLite database (default: simia.db)")
     p.add_argument(
         "--synchronous",

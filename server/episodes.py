@@ -212,8 +212,14 @@ class EpisodeService:
             return world.name, await self.store.commit_event(episode_id, event, None)
         window = [e.as_past() for e in await self.store.recent_events(episode_id, world.simulator.window)]
         seed = None if episode.seed is None else episode.seed * 100_003 + episode.seq
-        step = await self.simulator.step(world, episode.state, window, ToolCall(tool, arguments), seed=seed,
-                                         max_argument_bytes=self.settings.max_argument_bytes)
+        step = await self.simulator.step(
+            world,
+            episode.state,
+            window,
+            ToolCall(tool, arguments),
+            seed=seed,
+            max_argument_bytes=self.settings.max_argument_bytes,
+        )
         event = _event_of(step, request_key)
         new_state = step.state if step.state is not episode.state and step.state_patch else None
         return world.name, await self.store.commit_event(episode_id, event, new_state)

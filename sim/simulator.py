@@ -245,9 +245,9 @@ class Simulator:
 
     def _check(self, world: World, tool: ToolSpec, state: dict[str, Any], data: dict[str, Any]) -> Step | str:
         """Validate an answer; returns the Step, or the problem to feed back."""
-        problems = validate_instance(answer_schema(tool), data)
-        if problems:
-            return "the answer does not match the answer schema: " + "; ".join(problems[:3])
+        problem = _envelope_problem(tool, data)
+        if problem:
+            return "the answer does not match the answer schema: " + problem
         is_error = bool(data["is_error"])
         patch: list[dict[str, Any]] = data["state_patch"] or []
         if is_error:
@@ -279,6 +279,37 @@ class Simulator:
             return str(exc)
         text = json.dumps(output, ensure_ascii=False)
         return Step(tool.name, {}, output, text, False, new_state, state_patch=patch)
+
+
+_OPS = {"add", "remove", "replace", "move", "copy", "test"}
+
+
+def _envelope_problem(tool: ToolSpec, data: dict[str, Any]) -> str:
+    """Check the answer's envelope (everything but `output`, which is checked against the tool's schema)."""
+    missing = [k for k in ("is_error", "error_code", "message", "output", "state_patch") if k not in data]
+    if missing:
+        return f"$: missing {', '.join(repr(k) for k in missing)}"
+    extra = sorted(set(data) - {"is_error", "error_code", "message", "output", "state_patch"})
+    if extra:
+        return f"$: unexpected field(s) {', '.join(repr(k) for k in extra)}"
+    if not isinstance(data["is_error"], bool):
+        return "$.is_error: must be true or false"
+    code = data["error_code"]
+    if code is not None and not isinstance(code, str):
+        return "$.error_code: must be a string or null"
+    if data["is_error"] and tool.errors and code not in {e.code for e in tool.errors} and code is not None:
+        return f"$.error_code: {code!r} is not one of {[e.code for e in tool.errors]}"
+    if not isinstance(data["message"], str):
+        return "$.message: must be a string"
+    if data["output"] is not None and not isinstance(data["output"], dict):
+        return "$.output: must be an object or null"
+    patch = data["state_patch"]
+    if not isinstance(patch, list):
+        return "$.state_patch: must be a list of RFC 6902 operations"
+    for i, op in enumerate(patch):
+        if not isinstance(op, dict) or op.get("op") not in _OPS or not isinstance(op.get("path"), str):
+            return f"$.state_patch[{i}]: each operation needs 'op' (add, remove, replace, ...) and a string 'path'"
+    return ""
 
 
 def _feedback(problem: str) -> str:

@@ -7,7 +7,6 @@ call touches so the simulator's prompt stays bounded.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections.abc import Iterable
@@ -41,7 +40,7 @@ def apply_patch(state: dict[str, Any], patch: list[dict[str, Any]], schema: dict
     if not patch:
         return state
     try:
-        new = jsonpatch.apply_patch(copy.deepcopy(state), patch)
+        new = jsonpatch.apply_patch(state, patch, in_place=False)  # copies: `state` is never modified
     except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
         raise StateError(f"state_patch does not apply: {exc}") from None
     except (TypeError, KeyError, ValueError, AttributeError) as exc:

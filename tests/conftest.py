@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from simia.sim.backends.mock_world import mock_world_answer
 
 ROOT = Path(__file__).resolve().parent.parent

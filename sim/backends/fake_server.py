@@ -152,3 +152,32 @@ class FakeProvider:
         finally:
             server.should_exit = True
             await task
+
+
+def main() -> None:
+    """`python -m simia.sim.backends.fake_server --port P [--latency S] [--answer mock]`: serve until killed."""
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description="A fake OpenAI/Anthropic provider for tests and benchmarks.")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds every reply waits")
+    parser.add_argument(
+        "--answer",
+        choices=["mock", "ok"],
+        default="mock",
+        help='mock: a correct simulator of the mock world; ok: always {"ok": true}',
+    )
+    args = parser.parse_args()
+    answer: Any = None
+    if args.answer == "mock":
+        from .mock_world import mock_world_answer
+
+        answer = mock_world_answer
+    provider = FakeProvider(answer, latency=args.latency)
+    uvicorn.run(provider.app, host="127.0.0.1", port=args.port, log_level="warning", backlog=4096)
+
+
+if __name__ == "__main__":
+    main()

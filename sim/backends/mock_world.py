@@ -36,8 +36,13 @@ def mock_world_answer(request: CompletionRequest | dict[str, Any]) -> dict[str, 
         return _ok({"items": [{"name": k, "qty": v["qty"]} for k, v in items.items()]})
     name = args.get("name")
     if name not in items:
-        return {"is_error": True, "error_code": "item_not_found", "message": f"No item named {name}.",
-                "output": None, "state_patch": []}
+        return {
+            "is_error": True,
+            "error_code": "item_not_found",
+            "message": f"No item named {name}.",
+            "output": None,
+            "state_patch": [],
+        }
     if tool == "get_item":
         return _ok({"name": name, "qty": items[name]["qty"]})
     patch = [{"op": "replace", "path": f"/items/{name}/qty", "value": args["qty"]}]

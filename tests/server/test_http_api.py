@@ -8,7 +8,6 @@ import httpx2 as httpx
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-
 from simia.server.settings import ServerSettings
 
 

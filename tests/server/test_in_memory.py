@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
-
 from simia.server.episodes import EpisodeService
 from simia.server.settings import ServerSettings
 from simia.server.stdio import bound_server
@@ -64,9 +63,9 @@ async def test_concurrent_calls_in_one_episode_are_serialized(tmp_path: Path, mo
 
     service = await service_for(tmp_path, mock_answer)
     episode = await service.create("mock")
-    events = await asyncio.gather(*(
-        service.call(episode.id, "", "set_quantity", {"name": "apple", "qty": q}) for q in range(20)
-    ))
+    events = await asyncio.gather(
+        *(service.call(episode.id, "", "set_quantity", {"name": "apple", "qty": q}) for q in range(20))
+    )
     assert sorted(e.seq for e in events) == list(range(1, 21))
     stored = await service.store.get_episode(episode.id)
     last = max(events, key=lambda e: e.seq)

@@ -86,7 +86,7 @@ async def test_invalid_arguments_and_unknown_tools_are_agent_errors_with_the_rea
             missing = await client.call_tool("get_item", {"name": "banana"})
         assert server.backend.requests[0].messages[1]["content"].endswith('{"name":"banana"}')  # only 1 model call
     assert bad.is_error
-    assert bad.content[0].text == "Invalid arguments for set_quantity: $.qty: 'lots' is not of type 'integer'"
+    assert bad.content[0].text == 'Invalid arguments for set_quantity: $.qty: "lots" is not of type "integer"'
     assert bad.meta and bad.meta["simia/error_kind"] == "agent" and bad.meta["simia/error_code"] == "invalid_arguments"
     assert unknown.is_error and unknown.content[0].text.startswith("Unknown tool 'launch_rocket'. Available tools:")
     assert missing.is_error and missing.content[0].text == "Error (item_not_found): No item named banana."

@@ -16,7 +16,6 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 from mcp import Client, StdioServerParameters
-
 from simia.sim.backends.fake_server import free_port
 
 pytestmark = pytest.mark.slow
@@ -27,9 +26,21 @@ SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
 async def test_stdio_serves_one_episode_to_the_sdk_client(tmp_path: Path) -> None:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "simia.server.cli", "serve", "--transport", "stdio", "--world", "mock",
-              "--worlds-dir", str(ROOT / "tool_specs"), "--backend", f"scripted:{SCRIPT}",
-              "--db", str(tmp_path / "stdio.db")],
+        args=[
+            "-m",
+            "simia.server.cli",
+            "serve",
+            "--transport",
+            "stdio",
+            "--world",
+            "mock",
+            "--worlds-dir",
+            str(ROOT / "tool_specs"),
+            "--backend",
+            f"scripted:{SCRIPT}",
+            "--db",
+            str(tmp_path / "stdio.db"),
+        ],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     async with Client(params) as client:
@@ -40,7 +51,9 @@ async def test_stdio_serves_one_episode_to_the_sdk_client(tmp_path: Path) -> Non
     assert changed.structured_content == {"name": "milk", "qty": 4}
     assert missing.is_error and missing.content[0].text == "Error (item_not_found): There is no banana in the pantry."
     with sqlite3.connect(tmp_path / "stdio.db") as db:
-        rows = db.execute("SELECT e.status, e.seq, json_extract(e.state, '$.items.milk.qty') FROM episodes e").fetchall()
+        rows = db.execute(
+            "SELECT e.status, e.seq, json_extract(e.state, '$.items.milk.qty') FROM episodes e"
+        ).fetchall()
     assert rows == [("ended", 2, 4)]  # committed, and ended when the client disconnected
 
 
@@ -50,10 +63,27 @@ def serve_process(db: Path, port: int, *, unsafe: bool = False) -> Iterator[subp
     if unsafe:
         env["SIMIA_UNSAFE_ACK_BEFORE_COMMIT"] = "1"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "simia.server.cli", "serve", "--db", str(db), "--port", str(port),
-         "--worlds-dir", str(ROOT / "tool_specs"), "--world", "mock", "--backend", f"scripted:{SCRIPT}",
-         "--log-level", "warning"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "simia.server.cli",
+            "serve",
+            "--db",
+            str(db),
+            "--port",
+            str(port),
+            "--worlds-dir",
+            str(ROOT / "tool_specs"),
+            "--world",
+            "mock",
+            "--backend",
+            f"scripted:{SCRIPT}",
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         yield proc

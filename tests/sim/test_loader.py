@@ -73,7 +73,7 @@ def test_content_hash_is_stable_and_tracks_content(tmp_path: Path) -> None:
             "example_bad_arguments",
             "examples/one.json",
             "$.messages[0].tool_calls[0].function.arguments",
-            "'two' is not of type 'integer'",
+            '"two" is not of type "integer"',
         ),
         ("duplicate_task_id", "tasks.jsonl:2", "$.id", "duplicate task id 't1'"),
         ("bad_pointer", "tasks.jsonl:1", "$.expected_state['count']", "is not a JSON Pointer"),

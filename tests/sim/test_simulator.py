@@ -52,7 +52,10 @@ async def test_invalid_output_is_repaired_with_the_error_fed_back(mock: World) -
     )
     assert not step.is_error and step.attempts == 2 and step.usage.calls == 2
     feedback = backend.requests[1].messages[-1]["content"]
-    assert feedback.startswith("Your answer was invalid: the answer does not match the answer schema: $.output:")
+    assert feedback == (
+        'Your answer was invalid: output breaks the tool\'s outputSchema: $: "qty" is a required property\n'
+        "Answer again with corrected JSON."
+    )
 
 
 async def test_a_patch_that_does_not_apply_is_rejected_and_the_state_untouched(mock: World) -> None:
@@ -119,7 +122,7 @@ async def test_a_read_only_tool_never_changes_state(mock: World) -> None:
         (
             ToolCall("get_item", {}),
             "invalid_arguments",
-            "Invalid arguments for get_item: $: 'name' is a required property",
+            'Invalid arguments for get_item: $: "name" is a required property',
         ),
         (
             ToolCall("get_item", {"name": "x" * 40_000}),

@@ -1,0 +1,160 @@
+"""Server overhead and load: simia vs a bare MCP SDK server, same machine, same run, printed as ratios.
+
+    python bench/server_load.py [overhead|scale|realistic|all] [--episodes N] [--calls N]
+
+overhead   per-call cost with a zero-latency scripted backend vs a bare SDK server echoing its
+           arguments (target: simia / bare <= 1.25)
+scale      1,000 concurrent episodes x 5 calls against a 200 ms backend vs a bare SDK server making
+           one model call per tool call (targets: zero errors, throughput >= 0.80 of bare; p99 latency
+           and server memory per episode reported)
+realistic  50 concurrent episodes against a 1 s backend (targets: throughput >= 0.90 of the ideal
+           50 calls/s, p99 added latency <= 250 ms)
+
+Load comes from a lean asyncio HTTP driver (bench/_driver.py), MCP 2026-07-28 requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _driver import PY, ROOT, Load, Process, create_episodes, drive, free_port, rss_mb
+
+ARGS = {"name": "milk", "qty": 4}
+SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
+
+
+def simia(port: int, db: Path, backend: list[str]) -> Process:
+    return Process(
+        [
+            PY,
+            "-m",
+            "simia.server.cli",
+            "serve",
+            "--db",
+            str(db),
+            "--port",
+            str(port),
+            "--worlds-dir",
+            str(ROOT / "tool_specs"),
+            "--world",
+            "mock",
+            "--log-level",
+            "warning",
+            "--synchronous",
+            "NORMAL",
+            *backend,
+        ],
+        port,
+    )
+
+
+def bare(port: int, *mode: str) -> Process:
+    return Process([PY, str(ROOT / "bench" / "_bare_server.py"), str(port), *mode], port)
+
+
+def provider(port: int, latency: float) -> Process:
+    return Process([PY, "-m", "simia.sim.backends.fake_server", "--port", str(port), "--latency", str(latency)], port)
+
+
+def report(name: str, load: Load) -> None:
+    print(
+        f"  {name:<28} {load.calls:>6} calls  {load.throughput:8.1f} calls/s  p50 {load.pct(0.5) * 1000:7.1f} ms"
+        f"  p99 {load.pct(0.99) * 1000:7.1f} ms  errors {len(load.errors)}"
+    )
+    if load.errors:
+        print(f"    first error: {load.errors[0]}")
+
+
+async def run_simia(db_dir: Path, backend: list[str], episodes: int, calls: int) -> tuple[Load, float, float]:
+    server = await simia(free_port(), db_dir / f"bench-{len(list(db_dir.iterdir()))}.db", backend).ready()
+    try:
+        before = rss_mb(server.proc.pid)
+        ids = await create_episodes(server.port, episodes)
+        load = await drive(server.port, [f"/episodes/{i}/mcp" for i in ids], calls, "set_quantity", ARGS)
+        after = rss_mb(server.proc.pid)
+    finally:
+        server.stop()
+    return load, before, after
+
+
+async def overhead(tmp: Path, agents: int, calls: int) -> None:
+    print(f"overhead: {agents} concurrent agents x {calls} calls, zero-latency backends")
+    base = await bare(free_port(), "echo").ready("/mcp")
+    try:
+        await drive(base.port, ["/mcp"] * agents, 5, "set_quantity", ARGS)  # warm up
+        bare_load = await drive(base.port, ["/mcp"] * agents, calls, "set_quantity", ARGS)
+    finally:
+        base.stop()
+    ours, _, _ = await run_simia(tmp, ["--backend", f"scripted:{SCRIPT}"], agents, calls)
+    report("bare SDK echo server", bare_load)
+    report("simia (scripted backend)", ours)
+    ratio = (1 / ours.throughput) / (1 / bare_load.throughput)
+    print(f"  per-call cost simia / bare = {ratio:.2f}   (target <= 1.25)")
+
+
+async def scale(tmp: Path, episodes: int, calls: int, latency: float) -> None:
+    print(f"scale: {episodes} concurrent episodes x {calls} calls, backend latency {latency * 1000:.0f} ms")
+    fake = await provider(free_port(), latency).ready("/v1/chat/completions")
+    url = f"http://127.0.0.1:{fake.port}/v1"
+    try:
+        base = await bare(free_port(), "model", url).ready("/mcp")
+        try:
+            bare_load = await drive(base.port, ["/mcp"] * episodes, calls, "set_quantity", ARGS)
+            bare_rss = rss_mb(base.proc.pid)
+        finally:
+            base.stop()
+        backend = ["--backend", "openai-compatible:fake", "--base-url", url, "--backend-concurrency", "100000"]
+        ours, before, after = await run_simia(tmp, backend, episodes, calls)
+    finally:
+        fake.stop()
+    report("bare SDK server + 1 model call", bare_load)
+    report("simia", ours)
+    print(f"  throughput simia / bare = {ours.throughput / bare_load.throughput:.2f}   (target >= 0.80)")
+    print(f"  errors: {len(ours.errors)}   (target 0)")
+    print(
+        f"  simia p99 latency {ours.pct(0.99) * 1000:.0f} ms; server RSS {before:.0f} -> {after:.0f} MB, "
+        f"{(after - before) * 1024 / episodes:.1f} KB per episode (bare server RSS {bare_rss:.0f} MB)"
+    )
+
+
+async def realistic(tmp: Path, episodes: int, calls: int, latency: float) -> None:
+    print(f"realistic: {episodes} concurrent episodes x {calls} calls, backend latency {latency:.1f} s")
+    fake = await provider(free_port(), latency).ready("/v1/chat/completions")
+    url = f"http://127.0.0.1:{fake.port}/v1"
+    try:
+        backend = ["--backend", "openai-compatible:fake", "--base-url", url, "--backend-concurrency", "1000"]
+        ours, _, _ = await run_simia(tmp, backend, episodes, calls)
+    finally:
+        fake.stop()
+    report("simia", ours)
+    ideal = episodes / latency
+    print(
+        f"  throughput {ours.throughput:.1f} calls/s = {ours.throughput / ideal:.2f} of the ideal {ideal:.0f}"
+        f"   (target >= 0.90)"
+    )
+    print(f"  p99 added latency {(ours.pct(0.99) - latency) * 1000:.0f} ms   (target <= 250 ms)")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scenario", nargs="?", default="all", choices=["overhead", "scale", "realistic", "all"])
+    parser.add_argument("--episodes", type=int, default=1000)
+    parser.add_argument("--calls", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.scenario in ("overhead", "all"):
+            await overhead(Path(tmp), 16, 100)
+        if args.scenario in ("scale", "all"):
+            await scale(Path(tmp), args.episodes, args.calls, 0.2)
+        if args.scenario in ("realistic", "all"):
+            await realistic(Path(tmp), 50, args.calls, 1.0)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
