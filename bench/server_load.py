@@ -72,7 +72,8 @@ def report(name: str, load: Load) -> None:
 
 
 async def run_simia(db_dir: Path, backend: list[str], episodes: int, calls: int) -> tuple[Load, float, float]:
-    server = await simia(free_port(), db_dir / f"bench-{len(list(db_dir.iterdir()))}.db", backend).ready()
+    port = free_port()
+    server = await simia(port, db_dir / f"bench-{port}.db", backend).ready()
     try:
         before = rss_mb(server.proc.pid)
         ids = await create_episodes(server.port, episodes)

@@ -13,10 +13,12 @@ import copy
 import logging
 import secrets
 import time
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from simia.sim.prompts import PastCall
 from simia.sim.simulator import Simulator, Step, ToolCall
 from simia.sim.state import apply_patch
 from simia.sim.store import EpisodeRecord, EventRecord, Store
@@ -39,9 +41,14 @@ def new_episode_id() -> str:
 
 
 @dataclass
-class _Lock:
+class _Live:
+    """What the service keeps in memory for an episode it served recently (the store stays the truth)."""
+
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     users: int = 0
+    record: EpisodeRecord | None = None
+    window: deque[PastCall] = field(default_factory=lambda: deque(maxlen=50))
+    keys: set[str] = field(default_factory=set)
 
 
 class EpisodeService:
@@ -70,8 +77,8 @@ class EpisodeService:
         self.settings = settings
         self.metrics = metrics or Metrics()
         self.judge = judge
-        self._locks: dict[str, _Lock] = {}
-        self._owners: dict[str, str] = {}
+        self._live: OrderedDict[str, _Live] = OrderedDict()
+        self.cache_size = 20_000
 
     def world(self, name: str) -> World:
         world = self.worlds.get(name)
@@ -104,7 +111,7 @@ class EpisodeService:
             principal=principal,
         )
         await self.store.create_episode(episode)
-        self._owners[episode.id] = principal
+        self._remember(episode)
         self.metrics.episodes.labels(world.name).inc()
         self.metrics.live.inc()
         return episode
@@ -133,10 +140,40 @@ class EpisodeService:
             group_id=parent.group_id or parent.id,
         )
         await self.store.create_episode(episode)
-        self._owners[episode.id] = principal
+        self._remember(episode)
         self.metrics.episodes.labels(world.name).inc()
         self.metrics.live.inc()
         return episode
+
+    def _remember(self, episode: EpisodeRecord) -> None:
+        entry = self._entry(episode.id)
+        entry.record = copy.deepcopy(episode)
+
+    def _entry(self, episode_id: str) -> _Live:
+        entry = self._live.get(episode_id)
+        if entry is None:
+            entry = self._live[episode_id] = _Live()
+            while len(self._live) > self.cache_size:
+                oldest, candidate = next(iter(self._live.items()))
+                if candidate.users:
+                    break
+                del self._live[oldest]
+        else:
+            self._live.move_to_end(episode_id)
+        return entry
+
+    async def _load(self, episode_id: str, entry: _Live) -> EpisodeRecord | None:
+        """The cached record (loading it, its window and its request keys on first use); call under the lock."""
+        if entry.record is None:
+            record = await self.store.get_episode(episode_id)
+            if record is None:
+                return None
+            world = self.worlds.get(record.world)
+            recent = await self.store.recent_events(episode_id, world.simulator.window if world else 0)
+            entry.window.extend(e.as_past() for e in recent)
+            entry.keys = await self.store.request_keys(episode_id)
+            entry.record = record
+        return entry.record
 
     async def _check_capacity(self) -> None:
         live = await self.store.count_live()
@@ -154,14 +191,12 @@ class EpisodeService:
         return episode
 
     async def owns(self, episode_id: str, principal: str) -> bool:
-        """Fast ownership check for MCP requests (memoized per process)."""
-        owner = self._owners.get(episode_id)
-        if owner is None:
-            episode = await self.store.get_episode(episode_id)
-            if episode is None:
-                return False
-            owner = self._owners[episode_id] = episode.principal
-        return owner == principal
+        """Fast ownership check for MCP requests (from memory for recently served episodes)."""
+        entry = self._live.get(episode_id)
+        record = entry.record if entry is not None else None
+        if record is None:
+            record = await self.store.get_episode(episode_id)
+        return record is not None and record.principal == principal
 
     async def call(
         self, episode_id: str, principal: str, tool: str, arguments: dict[str, Any], *, request_key: str | None = None
@@ -173,25 +208,26 @@ class EpisodeService:
         episode raises.
         """
         start = time.monotonic()
-        entry = self._locks.setdefault(episode_id, _Lock())
+        entry = self._entry(episode_id)
         entry.users += 1
         try:
             async with entry.lock:
-                world, event = await self._call_locked(episode_id, principal, tool, arguments, request_key)
+                world, event = await self._call_locked(entry, episode_id, principal, tool, arguments, request_key)
         finally:
             entry.users -= 1
-            if entry.users == 0:
-                self._locks.pop(episode_id, None)
         self._observe(world, episode_id, event, time.monotonic() - start)
         return event
 
     async def _call_locked(
-        self, episode_id: str, principal: str, tool: str, arguments: dict[str, Any], request_key: str | None
+        self, entry: _Live, episode_id: str, principal: str, tool: str, arguments: dict[str, Any],
+        request_key: str | None,
     ) -> tuple[str, EventRecord]:
-        episode = await self.get(episode_id, principal)
+        episode = await self._load(episode_id, entry)
+        if episode is None or episode.principal != principal:
+            raise NotFound(f"no episode {episode_id!r}; create one with POST /v1/episodes")
         if episode.status != "active":
             raise Conflict(f"episode {episode_id} is {episode.status}; start a new one with POST /v1/episodes")
-        if request_key is not None:
+        if request_key is not None and request_key in entry.keys:
             previous = await self.store.find_event(episode_id, request_key)
             if previous is not None:
                 return episode.world, previous
@@ -199,30 +235,36 @@ class EpisodeService:
         budget = self._budget_problem(episode)
         if budget is not None:
             code, text = budget
-            event = EventRecord(
-                tool=tool,
-                arguments=arguments,
-                output=None,
-                text=text,
-                is_error=True,
-                error_code=code,
-                error_kind="infra",
-                request_key=request_key,
-            )
-            return world.name, await self.store.commit_event(episode_id, event, None)
-        window = [e.as_past() for e in await self.store.recent_events(episode_id, world.simulator.window)]
+            event = EventRecord(tool=tool, arguments=arguments, output=None, text=text, is_error=True,
+                                error_code=code, error_kind="infra", request_key=request_key)
+            event = await self.store.commit_event(episode_id, event, None)
+            self._applied(entry, episode, event, None)
+            return world.name, event
+        window = list(entry.window)[-world.simulator.window :] if world.simulator.window else []
         seed = None if episode.seed is None else episode.seed * 100_003 + episode.seq
-        step = await self.simulator.step(
-            world,
-            episode.state,
-            window,
-            ToolCall(tool, arguments),
-            seed=seed,
-            max_argument_bytes=self.settings.max_argument_bytes,
-        )
-        event = _event_of(step, request_key)
+        step = await self.simulator.step(world, episode.state, window, ToolCall(tool, arguments), seed=seed,
+                                         max_argument_bytes=self.settings.max_argument_bytes)
         new_state = step.state if step.state is not episode.state and step.state_patch else None
-        return world.name, await self.store.commit_event(episode_id, event, new_state)
+        event = await self.store.commit_event(episode_id, _event_of(step, request_key), new_state)
+        self._applied(entry, episode, event, new_state)
+        return world.name, event
+
+    def _applied(self, entry: _Live, episode: EpisodeRecord, event: EventRecord, new_state: dict[str, Any] | None
+                 ) -> None:
+        """Mirror a committed event into the cached record (the same arithmetic the store did)."""
+        if event.seq <= episode.seq:
+            return  # a retried request answered from the store: nothing new
+        episode.seq = event.seq
+        episode.calls += 0 if (event.error_code or "").startswith("budget_") else 1
+        episode.prompt_tokens += event.usage.get("prompt_tokens", 0)
+        episode.completion_tokens += event.usage.get("completion_tokens", 0)
+        episode.cost_usd += event.usage.get("cost_usd") or 0.0
+        episode.updated_at = event.created_at
+        if new_state is not None:
+            episode.state = new_state
+        entry.window.append(event.as_past())
+        if event.request_key is not None:
+            entry.keys.add(event.request_key)
 
     def _budget_problem(self, episode: EpisodeRecord) -> tuple[str, str] | None:
         s = self.settings
@@ -262,29 +304,32 @@ class EpisodeService:
         self, episode_id: str, principal: str, transcript: list[dict[str, Any]] | None = None
     ) -> EpisodeRecord:
         """Close the episode (idempotent), judge it when a judge is configured, and store the verdict."""
-        async with self._locks.setdefault(episode_id, _Lock()).lock:
-            episode = await self.get(episode_id, principal)
-            was_active = episode.status == "active"
-            verdict = episode.verdict
-            if self.judge is not None and (verdict is None or transcript is not None):
-                events = await self.store.events(episode_id)
-                verdict = await self.judge(self.world(episode.world), episode, events, transcript)
-            await self.store.set_status(
-                episode_id,
-                "ended",
-                reason="ended by client" if was_active else None,
-                verdict=verdict,
-                transcript=transcript,
-            )
-        self._locks.pop(episode_id, None)
+        entry = self._entry(episode_id)
+        entry.users += 1
+        try:
+            async with entry.lock:
+                episode = await self.get(episode_id, principal)
+                was_active = episode.status == "active"
+                verdict = episode.verdict
+                if self.judge is not None and (verdict is None or transcript is not None):
+                    events = await self.store.events(episode_id)
+                    verdict = await self.judge(self.world(episode.world), episode, events, transcript)
+                await self.store.set_status(episode_id, "ended", reason="ended by client" if was_active else None,
+                                            verdict=verdict, transcript=transcript)
+                entry.record = None  # reload from the store next time
+        finally:
+            entry.users -= 1
         if was_active:
             self.metrics.live.dec()
         return await self.get(episode_id, principal)
 
     async def sweep_idle(self) -> list[str]:
         ids = await self.store.abandon_idle(self.settings.idle_timeout)
-        for _ in ids:
+        for episode_id in ids:
             self.metrics.live.dec()
+            entry = self._live.get(episode_id)
+            if entry is not None and entry.record is not None:
+                entry.record.status = "abandoned"
         return ids
 
 

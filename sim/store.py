@@ -294,8 +294,11 @@ class Store:
                 except sqlite3.Error as exc:
                     for job in jobs:
                         job.error = job.error or exc
+            by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
             for job in jobs:
-                job.loop.call_soon_threadsafe(_resolve, job)
+                by_loop.setdefault(job.loop, []).append(job)
+            for loop, group in by_loop.items():  # one wake-up per loop and batch, not per job
+                loop.call_soon_threadsafe(_resolve_all, group)
         if conn.in_transaction:
             conn.execute("COMMIT")
         conn.close()
@@ -473,6 +476,16 @@ class Store:
 
         return await self._run(run)
 
+    async def request_keys(self, episode_id: str) -> set[str]:
+        """The request keys of an episode's committed events (for retry detection)."""
+
+        def run(conn: sqlite3.Connection) -> set[str]:
+            rows = conn.execute(
+                "SELECT request_key FROM events WHERE episode_id = ? AND request_key IS NOT NULL", (episode_id,))
+            return {r[0] for r in rows}
+
+        return await self._run(run)
+
     async def find_event(self, episode_id: str, request_key: str) -> EventRecord | None:
         def run(conn: sqlite3.Connection) -> EventRecord | None:
             row = conn.execute(
@@ -544,10 +557,11 @@ class Store:
         await self._run(run)
 
 
-def _resolve(job: _Job) -> None:
-    if job.future.done():
-        return
-    if job.error is not None:
-        job.future.set_exception(job.error)
-    else:
-        job.future.set_result(job.result)
+def _resolve_all(jobs: list[_Job]) -> None:
+    for job in jobs:
+        if job.future.done():
+            continue
+        if job.error is not None:
+            job.future.set_exception(job.error)
+        else:
+            job.future.set_result(job.result)
