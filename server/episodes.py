@@ -219,7 +219,12 @@ class EpisodeService:
         return event
 
     async def _call_locked(
-        self, entry: _Live, episode_id: str, principal: str, tool: str, arguments: dict[str, Any],
+        self,
+        entry: _Live,
+        episode_id: str,
+        principal: str,
+        tool: str,
+        arguments: dict[str, Any],
         request_key: str | None,
     ) -> tuple[str, EventRecord]:
         episode = await self._load(episode_id, entry)
@@ -235,22 +240,37 @@ class EpisodeService:
         budget = self._budget_problem(episode)
         if budget is not None:
             code, text = budget
-            event = EventRecord(tool=tool, arguments=arguments, output=None, text=text, is_error=True,
-                                error_code=code, error_kind="infra", request_key=request_key)
+            event = EventRecord(
+                tool=tool,
+                arguments=arguments,
+                output=None,
+                text=text,
+                is_error=True,
+                error_code=code,
+                error_kind="infra",
+                request_key=request_key,
+            )
             event = await self.store.commit_event(episode_id, event, None)
             self._applied(entry, episode, event, None)
             return world.name, event
         window = list(entry.window)[-world.simulator.window :] if world.simulator.window else []
         seed = None if episode.seed is None else episode.seed * 100_003 + episode.seq
-        step = await self.simulator.step(world, episode.state, window, ToolCall(tool, arguments), seed=seed,
-                                         max_argument_bytes=self.settings.max_argument_bytes)
+        step = await self.simulator.step(
+            world,
+            episode.state,
+            window,
+            ToolCall(tool, arguments),
+            seed=seed,
+            max_argument_bytes=self.settings.max_argument_bytes,
+        )
         new_state = step.state if step.state is not episode.state and step.state_patch else None
         event = await self.store.commit_event(episode_id, _event_of(step, request_key), new_state)
         self._applied(entry, episode, event, new_state)
         return world.name, event
 
-    def _applied(self, entry: _Live, episode: EpisodeRecord, event: EventRecord, new_state: dict[str, Any] | None
-                 ) -> None:
+    def _applied(
+        self, entry: _Live, episode: EpisodeRecord, event: EventRecord, new_state: dict[str, Any] | None
+    ) -> None:
         """Mirror a committed event into the cached record (the same arithmetic the store did)."""
         if event.seq <= episode.seq:
             return  # a retried request answered from the store: nothing new
@@ -314,8 +334,13 @@ class EpisodeService:
                 if self.judge is not None and (verdict is None or transcript is not None):
                     events = await self.store.events(episode_id)
                     verdict = await self.judge(self.world(episode.world), episode, events, transcript)
-                await self.store.set_status(episode_id, "ended", reason="ended by client" if was_active else None,
-                                            verdict=verdict, transcript=transcript)
+                await self.store.set_status(
+                    episode_id,
+                    "ended",
+                    reason="ended by client" if was_active else None,
+                    verdict=verdict,
+                    transcript=transcript,
+                )
                 entry.record = None  # reload from the store next time
         finally:
             entry.users -= 1

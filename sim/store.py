@@ -481,7 +481,8 @@ class Store:
 
         def run(conn: sqlite3.Connection) -> set[str]:
             rows = conn.execute(
-                "SELECT request_key FROM events WHERE episode_id = ? AND request_key IS NOT NULL", (episode_id,))
+                "SELECT request_key FROM events WHERE episode_id = ? AND request_key IS NOT NULL", (episode_id,)
+            )
             return {r[0] for r in rows}
 
         return await self._run(run)

@@ -12,9 +12,11 @@ import time
 from typing import Any
 
 import anthropic
+import httpx2 as httpx
 
 from ..errors import BackendOutputError, BackendRejected
 from ._base import Backend, Completion, CompletionRequest, Retryable, RetryPolicy, Usage, retry_after_seconds
+from .openai import POOL_LIMIT
 
 __all__ = ["AnthropicBackend"]
 
@@ -41,7 +43,11 @@ class AnthropicBackend(Backend):
         super().__init__(max_concurrency=max_concurrency, retry=retry)
         self.model = model
         self.spec = f"anthropic:{model}"
-        self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0)
+        pool = min(max_concurrency, POOL_LIMIT)
+        http = anthropic.DefaultAsyncHttpxClient(
+            limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
+        )
+        self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, http_client=http)
 
     async def generate(self, request: CompletionRequest, timeout: float) -> Completion:
         system = "\n\n".join(str(m["content"]) for m in request.messages if m["role"] == "system")
