@@ -123,7 +123,71 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _judge_for(args: argparse.Namespace, backend: Any) -> Any:
-    return None
+    from simia.server.episodes import judge_callable
+    from simia.sim.backends import resolve_backend
+    from simia.sim.judge import Judge
+
+    judge_backend = (
+        backend
+        if not args.judge_backend
+        else resolve_backend(args.judge_backend, base_url=args.base_url, env=os.environ)
+    )
+    return judge_callable(Judge(judge_backend))
+
+
+def _cmd_judge(args: argparse.Namespace) -> int:
+    import asyncio
+    import json as _json
+
+    from simia.sim.backends import resolve_backend
+    from simia.sim.errors import BackendConfigError
+    from simia.sim.judge import EpisodeView, Judge
+    from simia.sim.store import Store
+
+    try:
+        backend = (
+            resolve_backend(args.backend, base_url=args.base_url, env=os.environ) if args.backend != "none" else None
+        )
+    except BackendConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    judge = Judge(backend)
+    worlds = load_worlds(args.worlds_dir or [default_worlds_dir()]).worlds
+    if args.adversarial:
+        from simia.sim.adversarial import run_adversarial
+
+        if "mock" not in worlds:
+            raise SystemExit("error: the adversarial set runs on the bundled mock world; pass --worlds-dir with it")
+        report = asyncio.run(run_adversarial(judge, worlds["mock"]))
+        print(report.render(backend.spec if backend else "rules only"))
+        return 0
+    if not args.episodes:
+        raise SystemExit("error: give EPISODE_ID... to re-judge (from --db), or --adversarial")
+
+    async def run() -> int:
+        store = Store(args.db)
+        failures = 0
+        try:
+            for episode_id in args.episodes:
+                episode = await store.get_episode(episode_id)
+                if episode is None:
+                    print(f"{episode_id}: no such episode in {args.db}", file=sys.stderr)
+                    failures += 1
+                    continue
+                world = worlds.get(episode.world)
+                if world is None:
+                    print(f"{episode_id}: world {episode.world!r} is not loaded (--worlds-dir)", file=sys.stderr)
+                    failures += 1
+                    continue
+                events = await store.events(episode_id)
+                task = world.task(episode.task) if episode.task else None
+                verdict = await judge.judge(world, task, EpisodeView.of(episode, events, episode.transcript))
+                await store.set_status(episode_id, episode.status, verdict=verdict)
+                print(_json.dumps({"id": episode_id, **{k: verdict[k] for k in ("reward", "status", "reasons")}}))
+        finally:
+            await store.close()
+        return 1 if failures else 0
+
+    return asyncio.run(run())
 
 
 def _serve_stdio(args: argparse.Namespace, worlds: dict[str, Any], simulator: Any, store: Any, settings: Any) -> int:
@@ -235,8 +299,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--idle-timeout", type=float, default=1800.0, help="seconds before an idle episode is marked abandoned (1800)"
     )
     p.add_argument("--max-live-episodes", type=int, default=10_000, help="cap on active episodes (10000)")
+    p.add_argument("--judge-backend", metavar="SPEC", help="model of the judge (default: the --backend model)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=_cmd_serve)
+
+    p = sub.add_parser("judge", help="re-judge stored episodes, or run the adversarial judge set")
+    p.add_argument("episodes", nargs="*", metavar="EPISODE_ID")
+    p.add_argument(
+        "--adversarial",
+        action="store_true",
+        help="run the adversarial transcript set and print the judge's false-positive rate",
+    )
+    p.add_argument(
+        "--backend",
+        metavar="SPEC",
+        help="judge model (default: local, or openai/anthropic when their key is set); 'none': rules only",
+    )
+    p.add_argument("--base-url", metavar="URL", help="server URL for openai-compatible")
+    p.add_argument("--db", default="simia.db", metavar="PATH", help="database of the episodes (default: simia.db)")
+    p.add_argument("--worlds-dir", action="append", type=Path, metavar="DIR")
+    p.set_defaults(func=_cmd_judge)
     return parser
 
 

@@ -28,11 +28,25 @@ from .errors import BadRequest, Conflict, NotFound, Overloaded
 from .metrics import Metrics
 from .settings import ServerSettings
 
-__all__ = ["EpisodeService", "new_episode_id"]
+__all__ = ["EpisodeService", "judge_callable", "new_episode_id"]
 
 log = logging.getLogger("simia.calls")
 
 Judge = Callable[[World, EpisodeRecord, list[EventRecord], list[dict[str, Any]] | None], Awaitable[dict[str, Any]]]
+
+
+def judge_callable(judge: Any) -> Judge:
+    """Adapt a `simia.sim.judge.Judge` to the service's `Judge` signature."""
+    from simia.sim.judge import EpisodeView
+
+    async def run(
+        world: World, episode: EpisodeRecord, events: list[EventRecord], transcript: list[dict[str, Any]] | None
+    ) -> dict[str, Any]:
+        task = world.task(episode.task) if episode.task else None
+        verdict: dict[str, Any] = await judge.judge(world, task, EpisodeView.of(episode, events, transcript))
+        return verdict
+
+    return run
 
 
 def new_episode_id() -> str:

@@ -211,7 +211,7 @@ class _PyValidator:
 
     def iter_errors(self, instance: Any) -> Any:
         for err in self._validator.iter_errors(instance):
-            err.instance_path = list(err.absolute_path)
+            err.instance_path = list(err.absolute_path)  # type: ignore[attr-defined]  # the jsonschema-rs name
             yield err
 
 

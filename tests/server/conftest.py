@@ -32,9 +32,13 @@ class Running:
 
 @contextlib.asynccontextmanager
 async def serve(
-    db: Path, backend: Backend, settings: ServerSettings | None = None, **kwargs: Any
+    db: Path,
+    backend: Backend,
+    settings: ServerSettings | None = None,
+    worlds_dir: Path | None = None,
+    **kwargs: Any,
 ) -> AsyncIterator[Running]:
-    worlds = load_worlds([ROOT / "tool_specs"]).worlds
+    worlds = load_worlds([worlds_dir or ROOT / "tool_specs"]).worlds
     store = Store(db)
     port = free_port()
     settings = settings or ServerSettings()

@@ -1,0 +1,147 @@
+"""Verdicts through the server: /end judges and stores, `simia judge` re-judges; hidden task text never leaks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+from mcp import Client
+from simia.server.cli import main
+from simia.server.episodes import judge_callable
+from simia.sim.backends import FunctionBackend, ScriptedBackend
+from simia.sim.judge import Judge
+
+ROOT = Path(__file__).resolve().parents[2]
+PASS = {
+    "criteria": [{"criterion": "milk set to 4", "passed": True, "evidence": "call 1"}],
+    "reasoning": "Milk was set to 4.",
+    "reward": 1,
+}
+
+
+async def test_end_returns_and_stores_the_verdict_with_transcript_mismatches(make_server: Any) -> None:
+    judge = judge_callable(Judge(ScriptedBackend([PASS], model="judge-model", when_exhausted="repeat")))
+    async with make_server(judge=judge) as server, httpx.AsyncClient(base_url=server.url) as http:
+        episode = (await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"})).json()
+        async with Client(episode["mcp_url"]) as client:
+            await client.call_tool("set_quantity", {"name": "milk", "qty": 4})
+        transcript = [
+            {"role": "user", "content": "Set the milk to 4 litres."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "set_quantity", "arguments": json.dumps({"name": "milk", "qty": 4})},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": json.dumps({"name": "milk", "qty": 4})},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c2",
+                        "type": "function",
+                        "function": {"name": "get_item", "arguments": json.dumps({"name": "rice"})},
+                    }
+                ],
+            },
+            {"role": "assistant", "content": "Done, milk is at 4."},
+        ]
+        ended = (await http.post(f"/v1/episodes/{episode['id']}/end", json={"transcript": transcript})).json()
+        stored = (await http.get(f"/v1/episodes/{episode['id']}")).json()
+    verdict = ended["verdict"]
+    assert (verdict["reward"], verdict["status"], verdict["checks"]) == (1, "ok", ["rules", "llm"])
+    assert verdict["rule_checks"] == [{"pointer": "/items/milk/qty", "expected": 4, "actual": 4, "passed": True}]
+    assert verdict["judge_model"] == "judge-model" and verdict["criteria"] == PASS["criteria"]
+    assert verdict["transcript_mismatches"] == [
+        'the transcript claims call 2 get_item {"name": "rice"}, never executed'
+    ]
+    assert stored["verdict"] == verdict and stored["transcript"] == transcript and stored["reward"] == 1
+
+
+async def test_a_task_with_rules_only_is_judged_without_a_model(make_server: Any) -> None:
+    async with make_server(judge=judge_callable(Judge(None))) as server, httpx.AsyncClient(base_url=server.url) as h:
+        episode = (await h.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"})).json()
+        ended = (await h.post(f"/v1/episodes/{episode['id']}/end", json={})).json()
+    assert ended["verdict"]["reward"] == 0 and ended["verdict"]["checks"] == ["rules"]
+    assert ended["verdict"]["reasons"] == ["rule /items/milk/qty: expected 4, found 0"]
+
+
+def test_simia_judge_rejudges_stored_episodes(
+    make_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def record() -> tuple[dict[str, Any], str]:
+        async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+            episode = (await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"})).json()
+            async with Client(episode["mcp_url"]) as client:
+                await client.call_tool("set_quantity", {"name": "milk", "qty": 4})
+            await http.post(f"/v1/episodes/{episode['id']}/end", json={})
+            return episode, server.store.path
+
+    episode, db = asyncio.run(record())
+    script = tmp_path / "judge.json"
+    script.write_text(json.dumps([PASS]))
+    assert main(["judge", episode["id"], "--db", db, "--backend", f"scripted:{script}"]) == 0
+    line = json.loads(capsys.readouterr().out.strip())
+    assert (line["id"], line["reward"], line["status"]) == (episode["id"], 1, "ok")
+    assert main(["judge", "ep_nope", "--db", db, "--backend", "none"]) == 1
+
+
+async def test_hidden_task_text_never_reaches_tool_outputs_errors_or_tools_list(
+    make_server: Any, tmp_path: Path
+) -> None:
+    """A simulator that echoes everything it sees into its outputs still cannot leak the task's secrets."""
+    canary = "CANARY-7f3a9c"
+    worlds = tmp_path / "worlds"
+    shutil.copytree(ROOT / "tool_specs" / "mock", worlds / "mock")
+    task = {
+        "id": "secret",
+        "instruction": "Set the milk to 4.",
+        "user_hidden": f"My PIN is {canary}.",
+        "rubric": f"Grade with {canary} in mind.",
+        "expected_state": {"/items/milk/qty": 4},
+    }
+    (worlds / "mock" / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+
+    def leaky(request: Any) -> dict[str, Any]:
+        seen = json.dumps(request.messages)
+        if "Call: get_item" in seen:
+            return {
+                "is_error": True,
+                "error_code": "item_not_found",
+                "message": seen[-3000:],
+                "output": None,
+                "state_patch": [],
+            }
+        return {
+            "is_error": False,
+            "error_code": None,
+            "message": "ok",
+            "output": {"name": seen[:5000], "qty": 1},
+            "state_patch": [],
+        }
+
+    backend = FunctionBackend(leaky)
+    async with make_server(backend=backend, worlds_dir=worlds) as server, httpx.AsyncClient(base_url=server.url) as h:
+        episode = (await h.post("/v1/episodes", json={"world": "mock", "task": "secret"})).json()
+        async with Client(episode["mcp_url"]) as client:
+            listed = await client.list_tools()
+            results = [
+                await client.call_tool("set_quantity", {"name": "milk", "qty": 4}),
+                await client.call_tool("get_item", {"name": "milk"}),
+                await client.call_tool("get_item", {"name": canary[:3]}),
+            ]
+        stored = (await h.get(f"/v1/episodes/{episode['id']}")).json()
+    seen = json.dumps([listed.model_dump(mode="json"), *[r.model_dump(mode="json") for r in results], stored["events"]])
+    assert backend.requests and canary not in json.dumps([r.messages for r in backend.requests])
+    assert canary not in seen
