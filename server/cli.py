@@ -220,6 +220,82 @@ def _version() -> str:
         return "dev"
 
 
+def _cmd_rollout(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from simia.clients.rollout import RolloutConfig, in_process_server, rollout, select_tasks
+    from simia.sim.backends import resolve_backend
+    from simia.sim.errors import BackendConfigError
+
+    worlds = load_worlds(args.worlds_dir or [default_worlds_dir()]).worlds
+    world = worlds.get(args.world)
+    if world is None:
+        raise SystemExit(f"error: unknown world {args.world!r}; loaded: {', '.join(sorted(worlds))}")
+    try:
+        tasks = select_tasks(world, args.tasks)
+        agent = resolve_backend(args.agent, base_url=args.base_url, env=os.environ, max_concurrency=args.concurrency)
+        user = resolve_backend(args.user, base_url=args.base_url, env=os.environ, max_concurrency=args.concurrency)
+    except (BackendConfigError, ValueError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    out = Path(args.out)
+
+    async def run() -> Any:
+        if args.server:
+            config = RolloutConfig(
+                server=args.server,
+                world=world,
+                tasks=tasks,
+                n=args.n,
+                concurrency=args.concurrency,
+                max_turns=args.max_turns,
+                out=out,
+                retries=args.retries,
+                token=args.token,
+                seed=args.seed,
+            )
+            return await rollout(config, agent, user)
+        sim = resolve_backend(args.sim_backend, base_url=args.base_url, env=os.environ)
+        out.mkdir(parents=True, exist_ok=True)
+        async with in_process_server({world.name: world}, sim, out / "simia.db", sim) as url:
+            config = RolloutConfig(
+                server=url,
+                world=world,
+                tasks=tasks,
+                n=args.n,
+                concurrency=args.concurrency,
+                max_turns=args.max_turns,
+                out=out,
+                retries=args.retries,
+                seed=args.seed,
+            )
+            return await rollout(config, agent, user)
+
+    try:
+        summary = asyncio.run(run())
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: finished runs are kept in {out / 'results.jsonl'}", file=sys.stderr)
+        return 130
+    print(summary.table())
+    print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from simia.clients.demo import run_demo
+    from simia.sim.backends.local import LocalBackend
+
+    worlds = load_worlds(args.worlds_dir or [default_worlds_dir()]).worlds
+    if "retail" not in worlds:
+        raise SystemExit("error: the demo runs the bundled retail world; it is missing from --worlds-dir")
+    roles = {role: LocalBackend(slot=role) for role in ("sim", "agent", "user", "judge")}
+    result = asyncio.run(
+        run_demo(worlds["retail"], args.task, out_dir=Path(args.out), max_turns=args.max_turns, **roles)
+    )
+    return 0 if result["episode_id"] else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="simia", description="Simulated MCP tool environments for agent training.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -319,6 +395,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", default="simia.db", metavar="PATH", help="database of the episodes (default: simia.db)")
     p.add_argument("--worlds-dir", action="append", type=Path, metavar="DIR")
     p.set_defaults(func=_cmd_judge)
+
+    p = sub.add_parser("rollout", help="run agents on a world's tasks and collect judged episodes")
+    p.add_argument("--server", metavar="URL", help="a running simia serve (default: serve in process)")
+    p.add_argument("--world", required=True, help="world to roll out in")
+    p.add_argument("--tasks", "--task", default="all", metavar="all|ID|FILE", help="tasks to run (default: all)")
+    p.add_argument("--agent", metavar="SPEC", help="agent model (backend SPEC; default: local or a keyed provider)")
+    p.add_argument("--user", metavar="SPEC", help="user-simulator model (backend SPEC)")
+    p.add_argument("--sim-backend", metavar="SPEC", help="simulator model when serving in process")
+    p.add_argument("--base-url", metavar="URL", help="server URL for openai-compatible backends")
+    p.add_argument("--n", type=int, default=1, help="episodes per task (default 1)")
+    p.add_argument("--concurrency", type=int, default=4, help="episodes in flight (default 4)")
+    p.add_argument("--max-turns", type=int, default=10, help="agent model calls per episode (default 10)")
+    p.add_argument("--retries", type=int, default=2, help="fresh-episode retries after an infra failure (2)")
+    p.add_argument("--seed", type=int, help="base seed for reproducible simulations")
+    p.add_argument("--token", help="bearer token for --server")
+    p.add_argument("--out", default="rollouts", metavar="DIR", help="results folder (default: rollouts)")
+    p.add_argument("--worlds-dir", action="append", type=Path, metavar="DIR")
+    p.set_defaults(func=_cmd_rollout)
+
+    p = sub.add_parser("demo", help="offline end-to-end run on the embedded model")
+    p.add_argument("--task", default="cancel_by_mistake", help="retail task to run (default: cancel_by_mistake)")
+    p.add_argument("--max-turns", type=int, default=3, help="agent model calls (default 3)")
+    p.add_argument("--out", default="simia-demo", metavar="DIR", help="output folder (default: simia-demo)")
+    p.add_argument("--worlds-dir", action="append", type=Path, metavar="DIR")
+    p.set_defaults(func=_cmd_demo)
     return parser
 
 

@@ -38,8 +38,8 @@ def embedded_model_path() -> Path:
     raise BackendConfigError(f"the embedded model is not installed; run: {INSTALL_HINT}")
 
 
-@functools.lru_cache(maxsize=4)
-def _load(path: str, n_ctx: int, n_threads: int | None) -> tuple[Any, threading.Lock]:
+@functools.lru_cache(maxsize=8)
+def _load(path: str, n_ctx: int, n_threads: int | None, slot: str = "") -> tuple[Any, threading.Lock]:
     try:
         from llama_cpp import Llama
     except ImportError:
@@ -47,7 +47,7 @@ def _load(path: str, n_ctx: int, n_threads: int | None) -> tuple[Any, threading.
     return Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads, verbose=False), threading.Lock()
 
 
-def bounded_schema(schema: Any, max_chars: int = 160, max_items: int = 12) -> Any:
+def bounded_schema(schema: Any, max_chars: int = 64, max_items: int = 6) -> Any:
     """A copy of `schema` with caps on unbounded strings and arrays, for the grammar only.
 
     A 135M model under a grammar tends to ramble until `max_tokens` and cut its JSON
@@ -69,7 +69,12 @@ def bounded_schema(schema: Any, max_chars: int = 160, max_items: int = 12) -> An
 
 
 class LocalBackend(Backend):
-    """`local`: the embedded SmolLM2-135M-Instruct (or any GGUF file given as `local:PATH`)."""
+    """`local`: the embedded SmolLM2-135M-Instruct (or any GGUF file given as `local:PATH`).
+
+    Args:
+        slot: backends with different slots get separate model contexts (about 100 MB each), so the
+            simulator, agent, user and judge each keep their own prompt prefix in llama.cpp's cache.
+    """
 
     def __init__(
         self,
@@ -77,6 +82,7 @@ class LocalBackend(Backend):
         *,
         n_ctx: int = 8192,
         n_threads: int | None = None,
+        slot: str = "",
         retry: RetryPolicy | None = None,
     ) -> None:
         super().__init__(max_concurrency=1, retry=retry or RetryPolicy(max_attempts=1, deadline=600.0))
@@ -85,16 +91,17 @@ class LocalBackend(Backend):
         self.spec = "local" if model_path is None else f"local:{self.path}"
         self.n_ctx = n_ctx
         self.n_threads = n_threads
+        self.slot = slot  # a separate model context per slot keeps each role's prompt prefix cached
 
     @property
     def llama(self) -> Any:
-        return _load(str(self.path), self.n_ctx, self.n_threads)[0]
+        return _load(str(self.path), self.n_ctx, self.n_threads, self.slot)[0]
 
     def count_tokens(self, text: str) -> int:
         return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False))
 
     def _run(self, request: CompletionRequest) -> tuple[dict[str, Any], str, Usage]:
-        llama, lock = _load(str(self.path), self.n_ctx, self.n_threads)
+        llama, lock = _load(str(self.path), self.n_ctx, self.n_threads, self.slot)
         kwargs: dict[str, Any] = {
             "messages": request.messages,
             "max_tokens": request.max_tokens,

@@ -1,0 +1,186 @@
+"""The built-in agent: any backend SPEC driving an episode over real MCP with the official SDK client.
+
+Every backend answers the same structured action, `{"message", "tool_calls": [{"name",
+"arguments"}]}`, whose schema is built from the episode's `tools/list` (each call's
+arguments constrained by that tool's `inputSchema`); the transcript is recorded in
+OpenAI chat format, tool calls with ids. The loop runs model -> tool calls -> results
+-> model until the agent answers without tool calls, the user ends, or `max_turns`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+from mcp import Client
+from simia.sim.backends import Backend, CompletionRequest, Usage
+from simia.sim.prompts import schema_signature
+
+from .user import UserSimulator
+
+__all__ = ["Agent", "EpisodeRun", "action_schema"]
+
+
+def action_schema(tools: list[types.Tool], max_calls: int = 4) -> dict[str, Any]:
+    """The agent's answer: a message to the user and/or tool calls valid against each tool's inputSchema."""
+    variants = [
+        {
+            "type": "object",
+            "properties": {"name": {"const": t.name}, "arguments": _plain(t.input_schema)},
+            "required": ["name", "arguments"],
+        }
+        for t in tools
+    ]
+    return {
+        "type": "object",
+        "properties": {
+            "message": {"type": "string"},
+            "tool_calls": {"type": "array", "items": {"anyOf": variants}, "maxItems": max_calls},
+        },
+        "required": ["message", "tool_calls"],
+    }
+
+
+def _plain(schema: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in schema.items() if k not in {"$schema", "$id"}}
+
+
+@dataclass
+class EpisodeRun:
+    """The outcome of one agent run against one episode."""
+
+    transcript: list[dict[str, Any]]
+    turns: int = 0
+    tool_calls: int = 0
+    stop: str = ""  # answered | user_done | max_turns | infra_error | agent_error
+    infra_error: str = ""
+    usage: Usage = field(default_factory=Usage)
+    episode_id: str = ""
+
+
+def _system(policy: str, tools: list[types.Tool]) -> str:
+    cards = "\n".join(
+        f"- {t.name}({schema_signature(t.input_schema)}): {' '.join((t.description or '').split())}" for t in tools
+    )
+    return (
+        "You are a customer service agent. Help the user by calling tools; never invent facts that the tools did "
+        "not return. Follow the policy.\n\n"
+        f"# Policy\n{policy or '(none)'}\n\n# Tools\n{cards}\n\n"
+        '# Answer format\nOne JSON object: {"message": text for the user, "tool_calls": [{"name", "arguments"}]}. '
+        "Call tools when you need information or must act; answer with an empty tool_calls list to reply to the user."
+    )
+
+
+class Agent:
+    """A tool-calling agent backed by any simia backend.
+
+    Args:
+        backend: the policy model.
+        max_turns: model calls per episode before the run stops.
+        temperature: sampling temperature of the policy.
+    """
+
+    def __init__(
+        self, backend: Backend, *, max_turns: int = 10, temperature: float = 0.7, max_tokens: int = 512
+    ) -> None:
+        self.backend = backend
+        self.max_turns = max_turns
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+
+    async def run(
+        self,
+        mcp_url: str | Client,
+        *,
+        instruction: str,
+        policy: str = "",
+        user: UserSimulator | None = None,
+        http_client: Any = None,
+    ) -> EpisodeRun:
+        """Run one episode. `mcp_url` is an episode URL (or an open SDK `Client`)."""
+        if isinstance(mcp_url, Client):
+            return await self._run(mcp_url, instruction, policy, user)
+        target: Any = mcp_url
+        if http_client is not None:
+            from mcp.client.streamable_http import streamable_http_client
+
+            target = streamable_http_client(mcp_url, http_client=http_client)
+        async with Client(target) as client:
+            return await self._run(client, instruction, policy, user)
+
+    async def _run(self, client: Client, instruction: str, policy: str, user: UserSimulator | None) -> EpisodeRun:
+        listed = await client.list_tools()
+        tools = listed.tools
+        schema = action_schema(tools)
+        run = EpisodeRun(transcript=[{"role": "system", "content": _system(policy, tools)}])
+        if listed.meta:
+            run.episode_id = str(listed.meta.get("simia/episode", ""))
+        view: list[dict[str, Any]] = [dict(run.transcript[0])]  # what the model reads (plain roles)
+        first = await user.start(instruction) if user else instruction
+        run.usage = run.usage + (user.usage if user else Usage())
+        run.transcript.append({"role": "user", "content": first})
+        view.append({"role": "user", "content": first})
+        calls_made = 0
+        while run.turns < self.max_turns:
+            run.turns += 1
+            completion = await self.backend.complete(
+                CompletionRequest(
+                    messages=view,
+                    schema=schema,
+                    schema_name="agent_action",
+                    max_tokens=self.max_tokens,
+                    temperature=self.temperature,
+                )
+            )
+            run.usage = run.usage + completion.usage
+            message = str(completion.data.get("message") or "")
+            calls = [c for c in completion.data.get("tool_calls") or [] if isinstance(c, dict)]
+            view.append({"role": "assistant", "content": json.dumps(completion.data, ensure_ascii=False)})
+            if not calls:
+                run.transcript.append({"role": "assistant", "content": message})
+                if user is None:
+                    run.stop = "answered"
+                    break
+                reply, done = await user.reply(message)
+                run.usage = run.usage + user.take_usage()
+                if done:
+                    run.stop = "user_done"
+                    if reply:
+                        run.transcript.append({"role": "user", "content": reply})
+                    break
+                run.transcript.append({"role": "user", "content": reply})
+                view.append({"role": "user", "content": reply})
+                continue
+            entries = []
+            for call in calls:
+                calls_made += 1
+                entries.append(
+                    {
+                        "id": f"call_{calls_made}",
+                        "type": "function",
+                        "function": {
+                            "name": str(call.get("name")),
+                            "arguments": json.dumps(call.get("arguments") or {}),
+                        },
+                    }
+                )
+            run.transcript.append({"role": "assistant", "content": message or None, "tool_calls": entries})
+            results = []
+            for entry, call in zip(entries, calls, strict=True):
+                result = await client.call_tool(str(call.get("name")), dict(call.get("arguments") or {}))
+                text = "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+                run.transcript.append({"role": "tool", "tool_call_id": entry["id"], "content": text})
+                results.append(f"Result of {entry['id']} {call.get('name')}: {text}")
+                run.tool_calls += 1
+                meta = result.meta or {}
+                if result.is_error and meta.get("simia/error_kind") == "infra":
+                    run.infra_error = f"{meta.get('simia/error_code')}: {text}"
+            view.append({"role": "user", "content": "\n".join(results)})
+            if run.infra_error:
+                run.stop = "infra_error"
+                break
+        else:
+            run.stop = "max_turns"
+        return run
