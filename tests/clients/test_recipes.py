@@ -1,0 +1,72 @@
+"""Each framework recipe in examples/ drives a running simia server, no external model needed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def recipe(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"recipe_{name}", ROOT / "examples" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("mode", "era"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+async def test_the_mcp_sdk_client_recipe_works_in_both_eras(make_server: Any, mode: str, era: str) -> None:
+    async with make_server() as server:
+        result = await recipe("mcp_sdk_client").main(server.url, mode)
+    assert result["era"] == era and result["tools"] == ["list_items", "get_item", "set_quantity"]
+    assert (result["before"], result["after"]) == ({"name": "milk", "qty": 0}, {"name": "milk", "qty": 4})
+
+
+async def test_the_pydantic_ai_recipe_calls_simulated_tools(make_server: Any) -> None:
+    pytest.importorskip("pydantic_ai", reason="install the `recipes` extra")
+    async with make_server() as server:
+        result = await recipe("pydantic_ai_agent").main(server.url)
+    assert result["milk"] == 4 and "4" in result["output"]
+
+
+async def test_the_openai_agents_sdk_recipe_calls_simulated_tools(make_server: Any) -> None:
+    pytest.importorskip("agents", reason="install the `recipes` extra")
+    async with make_server() as server:
+        result = await recipe("openai_agents_sdk").main(server.url)
+    assert result["milk"] == 4 and '"qty": 4' in result["output"]
+
+
+def test_the_claude_desktop_config_runs_simia_over_stdio() -> None:
+    config = json.loads((ROOT / "examples" / "claude_desktop_config.json").read_text())
+    args = config["mcpServers"]["simia-retail"]["args"]
+    assert args[:3] == ["serve", "--transport", "stdio"] and "--world" in args
+
+
+@pytest.mark.slow
+async def test_the_langchain_recipe_works_from_its_own_venv(make_server: Any, tmp_path: Path) -> None:
+    """langchain-mcp-adapters pins mcp<2: CI builds its venv (.ci/langchain-venv.sh) before the tests."""
+    import asyncio
+
+    python = ROOT / ".venv-langchain" / "bin" / "python"
+    assert python.exists(), "run `bash .ci/langchain-venv.sh` to create .venv-langchain"
+    async with make_server() as server:
+        proc = await asyncio.create_subprocess_exec(
+            str(python),
+            str(ROOT / "examples" / "langchain_mcp.py"),
+            server.url,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    assert result["tools"] == ["get_item", "list_items", "set_quantity"] and result["milk"] == 4
