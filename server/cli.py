@@ -289,9 +289,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     worlds = load_worlds(args.worlds_dir or [default_worlds_dir()]).worlds
     if "retail" not in worlds:
         raise SystemExit("error: the demo runs the bundled retail world; it is missing from --worlds-dir")
-    roles = {role: LocalBackend(slot=role) for role in ("sim", "agent", "user", "judge")}
+    sim, agent, user, judge = (LocalBackend(slot=role) for role in ("sim", "agent", "user", "judge"))
     result = asyncio.run(
-        run_demo(worlds["retail"], args.task, out_dir=Path(args.out), max_turns=args.max_turns, **roles)
+        run_demo(
+            worlds["retail"],
+            args.task,
+            sim=sim,
+            agent=agent,
+            user=user,
+            judge=judge,
+            out_dir=Path(args.out),
+            max_turns=args.max_turns,
+        )
     )
     return 0 if result["episode_id"] else 1
 
