@@ -131,6 +131,26 @@ def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *, re
     return value
 
 
+TOKEN_FIELDS = ("prompt_ids", "completion_ids", "env_mask", "logprobs")
+
+
+def _check_tokens(tokens: dict[str, Any]) -> None:
+    """Token data for token-level RL: prompt_ids, completion_ids, env_mask (0 on environment tokens), logprobs."""
+    unknown = sorted(set(tokens) - set(TOKEN_FIELDS))
+    if unknown:
+        raise BadRequest(f"unknown token field(s) {', '.join(unknown)}; allowed: {', '.join(TOKEN_FIELDS)}")
+    for name in ("prompt_ids", "completion_ids"):
+        if not isinstance(tokens.get(name), list) or not all(isinstance(t, int) for t in tokens[name]):
+            raise BadRequest(f"tokens.{name} must be a list of integers")
+    n = len(tokens["completion_ids"])
+    mask = tokens.get("env_mask")
+    if mask is not None and (not isinstance(mask, list) or len(mask) != n or not set(mask) <= {0, 1}):
+        raise BadRequest(f"tokens.env_mask must be {n} values of 0 or 1, one per completion token")
+    logprobs = tokens.get("logprobs")
+    if logprobs is not None and (not isinstance(logprobs, list) or len(logprobs) != n):
+        raise BadRequest(f"tokens.logprobs must have {n} values, one per completion token (or be omitted)")
+
+
 class SimiaApp:
     """The server: worlds + simulator + store -> a Starlette app (`.app`)."""
 
@@ -286,8 +306,13 @@ class SimiaApp:
         transcript = _field(body, "transcript", list)
         if transcript is not None and not all(isinstance(m, dict) for m in transcript):
             raise BadRequest("transcript must be a list of OpenAI chat messages (objects with 'role')")
+        tokens = _field(body, "tokens", dict)
+        if tokens is not None:
+            _check_tokens(tokens)
         try:
-            episode = await self.service.end(request.path_params["episode_id"], request.state.principal, transcript)
+            episode = await self.service.end(
+                request.path_params["episode_id"], request.state.principal, transcript, tokens
+            )
         except SimiaError as exc:
             raise BadRequest(str(exc)) from None
         return JSONResponse({**self._episode_json(request, episode), "verdict": episode.verdict})

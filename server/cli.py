@@ -305,6 +305,31 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0 if result["episode_id"] else 1
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from simia.training.export import export
+
+    worlds = load_worlds(args.worlds_dir or [default_worlds_dir()]).worlds
+    if not Path(args.db).is_file():
+        raise SystemExit(f"error: no database at {args.db!r}; pass --db PATH (the file simia serve --db wrote)")
+    report = asyncio.run(
+        export(
+            args.db,
+            args.format,
+            args.out,
+            worlds,
+            world=args.world,
+            task=args.task,
+            min_reward=args.min_reward,
+            status=args.status,
+            since=args.since,
+        )
+    )
+    print(report.render())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="simia", description="Simulated MCP tool environments for agent training.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -422,6 +447,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="rollouts", metavar="DIR", help="results folder (default: rollouts)")
     p.add_argument("--worlds-dir", action="append", type=Path, metavar="DIR")
     p.set_defaults(func=_cmd_rollout)
+
+    p = sub.add_parser("export", help="export logged episodes for SFT and RL")
+    p.add_argument("--db", default="simia.db", metavar="PATH", help="database of the episodes (default: simia.db)")
+    p.add_argument("--format", required=True, choices=["openai", "hf", "sharegpt", "hermes", "rl"])
+    p.add_argument("--out", required=True, metavar="PATH", help="output file (JSONL), or folder / .parquet for hf")
+    p.add_argument("--world", help="only this world")
+    p.add_argument("--task", help="only this task")
+    p.add_argument("--min-reward", type=float, help="only episodes with at least this reward")
+    p.add_argument("--status", choices=["active", "ended", "abandoned"], help="only episodes with this status")
+    p.add_argument("--since", metavar="WHEN", help="only episodes created since (ISO date or epoch seconds)")
+    p.add_argument("--worlds-dir", action="append", type=Path, metavar="DIR")
+    p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("demo", help="offline end-to-end run on the embedded model")
     p.add_argument("--task", default="cancel_by_mistake", help="retail task to run (default: cancel_by_mistake)")

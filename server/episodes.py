@@ -335,7 +335,11 @@ class EpisodeService:
         )
 
     async def end(
-        self, episode_id: str, principal: str, transcript: list[dict[str, Any]] | None = None
+        self,
+        episode_id: str,
+        principal: str,
+        transcript: list[dict[str, Any]] | None = None,
+        tokens: dict[str, Any] | None = None,
     ) -> EpisodeRecord:
         """Close the episode (idempotent), judge it when a judge is configured, and store the verdict."""
         entry = self._entry(episode_id)
@@ -354,6 +358,7 @@ class EpisodeService:
                     reason="ended by client" if was_active else None,
                     verdict=verdict,
                     transcript=transcript,
+                    tokens=tokens,
                 )
                 entry.record = None  # reload from the store next time
         finally:

@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS episodes (
     group_id TEXT,
     verdict TEXT,
     transcript TEXT,
+    tokens TEXT,
     status_reason TEXT,
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
@@ -111,6 +112,7 @@ class EpisodeRecord:
     group_id: str | None = None
     verdict: dict[str, Any] | None = None
     transcript: list[dict[str, Any]] | None = None
+    tokens: dict[str, Any] | None = None
     status_reason: str | None = None
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
@@ -189,9 +191,9 @@ class EventRecord:
 _EPISODE_COLUMNS = [
     "id", "world", "world_hash", "task", "seed", "principal", "status", "seq", "calls", "prompt_tokens",
     "completion_tokens", "cost_usd", "initial_state", "state", "parent_id", "fork_step", "group_id", "verdict",
-    "transcript", "status_reason", "created_at", "updated_at", "ended_at",
+    "transcript", "tokens", "status_reason", "created_at", "updated_at", "ended_at",
 ]  # fmt: skip
-_JSON_EPISODE = {"initial_state", "state", "verdict", "transcript"}
+_JSON_EPISODE = {"initial_state", "state", "verdict", "transcript", "tokens"}
 _EVENT_COLUMNS = [
     "seq", "request_key", "tool", "arguments", "output", "text", "is_error", "error_code", "error_kind",
     "state_patch", "usage", "latency_ms", "model", "detail", "created_at",
@@ -245,6 +247,9 @@ class Store:
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.execute("PRAGMA busy_timeout=5000")
         self._conn.executescript(SCHEMA_SQL)
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(episodes)")}
+        if "tokens" not in columns:  # databases written before token data was kept
+            self._conn.execute("ALTER TABLE episodes ADD COLUMN tokens TEXT")
         self._thread = threading.Thread(target=self._writer, name="simia-store-writer", daemon=True)
         self._closed = False
         self._thread.start()
@@ -382,19 +387,22 @@ class Store:
         reason: str | None = None,
         verdict: dict[str, Any] | None = None,
         transcript: list[dict[str, Any]] | None = None,
+        tokens: dict[str, Any] | None = None,
     ) -> None:
         now = time.time()
 
         def run(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "UPDATE episodes SET status = ?, status_reason = COALESCE(?, status_reason), "
-                "verdict = COALESCE(?, verdict), transcript = COALESCE(?, transcript), updated_at = ?, "
+                "verdict = COALESCE(?, verdict), transcript = COALESCE(?, transcript), "
+                "tokens = COALESCE(?, tokens), updated_at = ?, "
                 "ended_at = CASE WHEN ? = 'active' THEN NULL ELSE COALESCE(ended_at, ?) END WHERE id = ?",
                 (
                     status,
                     reason,
                     json.dumps(verdict) if verdict is not None else None,
                     json.dumps(transcript) if transcript is not None else None,
+                    json.dumps(tokens) if tokens is not None else None,
                     now,
                     status,
                     now,

@@ -1,20 +1,123 @@
-"""Exports of logged episodes for training: OpenAI fine-tuning JSONL (more formats in `simia export`)."""
+"""Exports of logged episodes for training, each record checked before it is written.
+
+Formats:
+  openai    OpenAI fine-tuning JSONL: `messages` (tool calls with JSON-string arguments) and `tools`
+  hf        a Hugging Face `datasets` dataset (save_to_disk folder, or `.parquet`) with `messages` and
+            `tools` columns exactly as TRL's SFTTrainer takes them (arguments as objects)
+  sharegpt  `conversations` with from human/gpt/function_call/observation, plus `system` and `tools`
+            (Simia's released SFT format; LLaMA-Factory's `sharegpt`)
+  hermes    Hermes function calling: `<tools>` in the system turn, `<tool_call>` / `<tool_response>` turns
+  rl        one JSON line per episode with its verdict, reward (null when masked), group and fork
+            lineage, messages, tools and token data when the episode has them, ordered by group
+A record whose tool calls break the tool's `inputSchema`, call a tool the world lacks, or
+do not pair with their results is reported and skipped, never silently written.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from simia.sim.world import World
+from simia.sim.loader import validate_instance
+from simia.sim.store import EpisodeRecord, EventRecord, Store
+from simia.sim.world import ToolSpec, World
 
-__all__ = ["openai_record"]
+__all__ = [
+    "FORMATS",
+    "ExportReport",
+    "check_record",
+    "export",
+    "hermes_record",
+    "hf_row",
+    "openai_record",
+    "sharegpt_record",
+    "transcript_of",
+]
+
+FORMATS = ("openai", "hf", "sharegpt", "hermes", "rl")
+SYSTEM = "You are a helpful agent. Use the tools when they help; follow the policy."
 
 
-def _tool_entry(tool: Any) -> dict[str, Any]:
+def _tool_entry(tool: ToolSpec) -> dict[str, Any]:
     return {
         "type": "function",
         "function": {"name": tool.name, "description": tool.description or "", "parameters": tool.input_schema},
     }
+
+
+def _args_text(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+
+
+def transcript_of(
+    episode: EpisodeRecord, events: list[EventRecord], world: World | None = None
+) -> list[dict[str, Any]]:
+    """The episode's transcript, or one rebuilt from its events when the client sent none."""
+    if episode.transcript:
+        return [dict(m) for m in episode.transcript]
+    policy = world.policy if world else ""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": f"{SYSTEM}\n\n{policy}".strip()}]
+    task = world.task(episode.task) if world and episode.task else None
+    if task is not None:
+        messages.append({"role": "user", "content": task.instruction})
+    for event in events:
+        if (event.error_code or "").startswith("budget_"):
+            continue
+        call_id = f"call_{event.seq}"
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": event.tool, "arguments": _args_text(event.arguments)},
+                    }
+                ],
+            }
+        )
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": event.text})
+    return messages
+
+
+def check_record(messages: list[dict[str, Any]], tools: dict[str, ToolSpec]) -> list[str]:
+    """Problems that make a record unfit for training (empty when it is fine)."""
+    problems = []
+    pending: dict[str, str] = {}
+    for i, message in enumerate(messages):
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function", {})
+            name, raw = fn.get("name"), fn.get("arguments", "{}")
+            try:
+                args = json.loads(raw) if isinstance(raw, str) else raw
+            except json.JSONDecodeError as exc:
+                problems.append(f"message {i}: arguments of {name} are not valid JSON ({exc.msg})")
+                continue
+            tool = tools.get(str(name))
+            if tool is None:
+                problems.append(f"message {i}: calls {name!r}, which is not in tools")
+            else:
+                problems += [
+                    f"message {i}: {name} arguments break its inputSchema: {p}"
+                    for p in validate_instance(tool.input_schema, args)
+                ]
+            if not call.get("id"):
+                problems.append(f"message {i}: a tool call of {name} has no id")
+            else:
+                pending[call["id"]] = str(name)
+        if message.get("role") == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in pending:
+                problems.append(f"message {i}: tool result {call_id!r} answers no earlier call")
+            else:
+                del pending[call_id]
+    problems += [f"tool call {call_id} ({name}) has no result" for call_id, name in pending.items()]
+    return problems
 
 
 def openai_record(world: World, transcript: list[dict[str, Any]]) -> dict[str, Any]:
@@ -24,16 +127,178 @@ def openai_record(world: World, transcript: list[dict[str, Any]]) -> dict[str, A
         entry = {k: m[k] for k in ("role", "content", "tool_calls", "tool_call_id") if k in m}
         if entry.get("role") == "assistant" and entry.get("tool_calls"):
             entry["tool_calls"] = [
-                {
-                    **c,
-                    "function": {
-                        **c["function"],
-                        "arguments": c["function"]["arguments"]
-                        if isinstance(c["function"]["arguments"], str)
-                        else json.dumps(c["function"]["arguments"]),
-                    },
-                }
+                {**c, "function": {**c["function"], "arguments": _args_text(c["function"]["arguments"])}}
                 for c in entry["tool_calls"]
             ]
         messages.append(entry)
     return {"messages": messages, "tools": [_tool_entry(t) for t in world.tools]}
+
+
+def hf_row(world: World, transcript: list[dict[str, Any]]) -> dict[str, Any]:
+    """A row for TRL: arguments as objects (chat templates expect dicts; a string would be double-encoded)."""
+    record = openai_record(world, transcript)
+    for message in record["messages"]:
+        for call in message.get("tool_calls") or []:
+            call["function"]["arguments"] = json.loads(call["function"]["arguments"])
+        if message.get("content") is None:
+            message["content"] = ""
+    if not record["messages"] or record["messages"][0]["role"] != "system":
+        record["messages"].insert(0, {"role": "system", "content": SYSTEM})  # templates insert their own otherwise
+    return record
+
+
+def sharegpt_record(world: World, transcript: list[dict[str, Any]]) -> dict[str, Any]:
+    """ShareGPT / APIGen-MT style, as in Simia's released SFT data."""
+    system = next((str(m.get("content") or "") for m in transcript if m["role"] == "system"), SYSTEM)
+    conversations = []
+    for m in transcript:
+        if m["role"] == "user":
+            conversations.append({"from": "human", "value": str(m.get("content") or "")})
+        elif m["role"] == "assistant" and m.get("tool_calls"):
+            for call in m["tool_calls"]:
+                fn = call["function"]
+                args = json.loads(fn["arguments"]) if isinstance(fn["arguments"], str) else fn["arguments"]
+                conversations.append(
+                    {"from": "function_call", "value": json.dumps({"name": fn["name"], "arguments": args})}
+                )
+        elif m["role"] == "assistant":
+            conversations.append({"from": "gpt", "value": str(m.get("content") or "")})
+        elif m["role"] == "tool":
+            conversations.append({"from": "observation", "value": str(m.get("content") or "")})
+    tools = [{"name": t.name, "description": t.description or "", "parameters": t.input_schema} for t in world.tools]
+    return {"conversations": conversations, "system": system, "tools": json.dumps(tools)}
+
+
+def hermes_record(world: World, transcript: list[dict[str, Any]]) -> dict[str, Any]:
+    """Hermes function-calling format (NousResearch): tags in the text, ready for LLaMA-Factory."""
+    system = next((str(m.get("content") or "") for m in transcript if m["role"] == "system"), SYSTEM)
+    tools = "\n".join(json.dumps(_tool_entry(t)) for t in world.tools)
+    turns = [
+        {
+            "from": "system",
+            "value": f"{system}\n\nYou may call functions. Available tools:\n<tools>\n{tools}\n"
+            '</tools>\nFor each call return <tool_call>{"name": ..., "arguments": '
+            "...}</tool_call>.",
+        }
+    ]
+    for m in transcript:
+        if m["role"] == "user":
+            turns.append({"from": "human", "value": str(m.get("content") or "")})
+        elif m["role"] == "assistant":
+            parts = [str(m["content"])] if m.get("content") else []
+            for call in m.get("tool_calls") or []:
+                fn = call["function"]
+                args = json.loads(fn["arguments"]) if isinstance(fn["arguments"], str) else fn["arguments"]
+                parts.append(f"<tool_call>\n{json.dumps({'name': fn['name'], 'arguments': args})}\n</tool_call>")
+            turns.append({"from": "gpt", "value": "\n".join(parts)})
+        elif m["role"] == "tool":
+            turns.append({"from": "tool", "value": f"<tool_response>\n{m.get('content') or ''}\n</tool_response>"})
+    return {"conversations": turns}
+
+
+@dataclass
+class ExportReport:
+    written: int = 0
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    path: str = ""
+
+    def render(self) -> str:
+        lines = [f"wrote {self.written} record(s) to {self.path}; skipped {len(self.skipped)}"]
+        lines += [f"  skipped {s['episode']}: {'; '.join(s['problems'][:3])}" for s in self.skipped]
+        return "\n".join(lines)
+
+
+def _since(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return dt.datetime.fromisoformat(value).replace(tzinfo=dt.UTC).timestamp()
+
+
+async def export(
+    db: str | Path,
+    fmt: str,
+    out: str | Path,
+    worlds: dict[str, World],
+    *,
+    world: str | None = None,
+    task: str | None = None,
+    min_reward: float | None = None,
+    status: str | None = None,
+    since: str | None = None,
+) -> ExportReport:
+    """Export matching episodes of `db` to `out` in `fmt`; returns what was written and skipped (with reasons)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    store = Store(db)
+    try:
+        episodes = await store.list_episodes(
+            world=world, task=task, status=status, since=_since(since), limit=10_000_000
+        )
+        report = ExportReport(path=str(out))
+        rows: list[dict[str, Any]] = []
+        for episode in sorted(episodes, key=lambda e: (e.task or "", e.group_id or e.id, e.created_at)):
+            reward = (episode.verdict or {}).get("reward")
+            if min_reward is not None and (reward is None or reward < min_reward):
+                continue
+            spec = worlds.get(episode.world)
+            if spec is None:
+                report.skipped.append({"episode": episode.id, "problems": [f"world {episode.world!r} not loaded"]})
+                continue
+            events = await store.events(episode.id)
+            transcript = transcript_of(episode, events, spec)
+            problems = check_record(transcript, {t.name: t for t in spec.tools})
+            if problems:
+                report.skipped.append({"episode": episode.id, "problems": problems})
+                continue
+            rows.append(_row(fmt, spec, episode, transcript))
+    finally:
+        await store.close()
+    _write(fmt, rows, Path(out))
+    report.written = len(rows)
+    return report
+
+
+def _row(fmt: str, world: World, episode: EpisodeRecord, transcript: list[dict[str, Any]]) -> dict[str, Any]:
+    if fmt == "openai":
+        return openai_record(world, transcript)
+    if fmt == "hf":
+        return hf_row(world, transcript)
+    if fmt == "sharegpt":
+        return sharegpt_record(world, transcript)
+    if fmt == "hermes":
+        return hermes_record(world, transcript)
+    verdict = episode.verdict or {}
+    masked = verdict.get("status") == "judge_error" or verdict.get("reward") is None
+    return {
+        "episode_id": episode.id,
+        "world": episode.world,
+        "task": episode.task,
+        "group": episode.group_id or episode.id,
+        "parent_id": episode.parent_id,
+        "fork_step": episode.fork_step,
+        "reward": None if masked else verdict.get("reward"),
+        "masked": masked,
+        "verdict_status": verdict.get("status"),
+        "status": episode.status,
+        **openai_record(world, transcript),
+        **({"tokens": episode.tokens} if getattr(episode, "tokens", None) else {}),
+    }
+
+
+def _write(fmt: str, rows: Iterable[dict[str, Any]], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "hf":
+        from datasets import Dataset
+
+        dataset = Dataset.from_list(list(rows), on_mixed_types="use_json")
+        if out.suffix == ".parquet":
+            dataset.to_parquet(str(out))
+        else:
+            dataset.save_to_disk(str(out))
+        return
+    with out.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")

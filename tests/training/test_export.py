@@ -1,0 +1,166 @@
+"""`simia export` on stored episodes: every format round-trips, bad records are rejected with reasons."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from simia.server.cli import main
+from simia.server.episodes import EpisodeService, judge_callable
+from simia.server.settings import ServerSettings
+from simia.sim import load_worlds
+from simia.sim.backends import FunctionBackend
+from simia.sim.backends.mock_world import mock_world_answer
+from simia.sim.judge import Judge
+from simia.sim.simulator import Simulator
+from simia.sim.store import Store
+from simia.training.export import export
+
+ROOT = Path(__file__).resolve().parents[2]
+WORLDS = load_worlds([ROOT / "tool_specs"]).worlds
+
+
+def call(i: int, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        ],
+    }
+
+
+GOOD = [
+    {"role": "system", "content": "You manage a pantry."},
+    {"role": "user", "content": "Set the milk to 4 litres."},
+    call(1, "set_quantity", {"name": "milk", "qty": 4}),
+    {"role": "tool", "tool_call_id": "call_1", "content": '{"name": "milk", "qty": 4}'},
+    {"role": "assistant", "content": "Done."},
+]
+BAD = [*GOOD[:2], call(1, "launch_rocket", {}), {"role": "tool", "tool_call_id": "call_9", "content": "?"}]
+
+
+async def make_db(path: Path) -> dict[str, str]:
+    service = EpisodeService(
+        WORLDS,
+        Simulator(FunctionBackend(mock_world_answer)),
+        Store(path),
+        ServerSettings(),
+        judge=judge_callable(Judge(None)),
+    )
+    ids = {}
+    good = await service.create("mock", task="restock_milk")
+    await service.call(good.id, "", "set_quantity", {"name": "milk", "qty": 4})
+    await service.end(
+        good.id,
+        "",
+        GOOD,
+        {"prompt_ids": [1, 2], "completion_ids": [3, 4, 5], "env_mask": [1, 0, 1], "logprobs": [-0.1, 0.0, -0.2]},
+    )
+    ids["good"] = good.id
+    fork = await service.fork(good.id, step=0, principal="")
+    await service.end(fork.id, "")  # no transcript: rebuilt from events; rule check fails -> reward 0
+    ids["fork"] = fork.id
+    bad = await service.create("mock", task="count_apples")
+    await service.end(bad.id, "", BAD)
+    ids["bad"] = bad.id
+    await service.store.close()
+    return ids
+
+
+async def test_openai_export_round_trips_and_rejects_bad_records_with_reasons(tmp_path: Path) -> None:
+    ids = await make_db(tmp_path / "s.db")
+    report = await export(tmp_path / "s.db", "openai", tmp_path / "out.jsonl", WORLDS)
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert report.written == 2 and len(rows) == 2
+    assert rows[0]["messages"] == GOOD or rows[1]["messages"] == GOOD
+    assert all(t["type"] == "function" for t in rows[0]["tools"]) and len(rows[0]["tools"]) == 3
+    [skipped] = report.skipped
+    assert skipped["episode"] == ids["bad"]
+    assert skipped["problems"] == [
+        "message 2: calls 'launch_rocket', which is not in tools",
+        "message 3: tool result 'call_9' answers no earlier call",
+        "tool call call_1 (launch_rocket) has no result",
+    ]
+
+
+async def test_filters_select_by_reward_and_task(tmp_path: Path) -> None:
+    await make_db(tmp_path / "s.db")
+    report = await export(tmp_path / "s.db", "openai", tmp_path / "o.jsonl", WORLDS, min_reward=1)
+    assert report.written == 1
+    none = await export(tmp_path / "s.db", "openai", tmp_path / "n.jsonl", WORLDS, task="no_bananas")
+    assert none.written == 0 and none.skipped == []
+
+
+async def test_hf_export_has_the_columns_trl_takes(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    await make_db(tmp_path / "s.db")
+    await export(tmp_path / "s.db", "hf", tmp_path / "ds", WORLDS)
+    dataset = datasets.load_from_disk(str(tmp_path / "ds"))
+    assert set(dataset.column_names) == {"messages", "tools"} and len(dataset) == 2
+    messages = next(r["messages"] for r in dataset if len(r["messages"]) == 5)
+    assert messages[2]["tool_calls"][0]["function"]["arguments"] == {"name": "milk", "qty": 4}  # an object
+    await export(tmp_path / "s.db", "hf", tmp_path / "ds.parquet", WORLDS)
+    assert len(datasets.Dataset.from_parquet(str(tmp_path / "ds.parquet"))) == 2
+
+
+async def test_sharegpt_and_hermes_formats(tmp_path: Path) -> None:
+    await make_db(tmp_path / "s.db")
+    await export(tmp_path / "s.db", "sharegpt", tmp_path / "sg.jsonl", WORLDS, min_reward=1)
+    await export(tmp_path / "s.db", "hermes", tmp_path / "h.jsonl", WORLDS, min_reward=1)
+    sharegpt = json.loads((tmp_path / "sg.jsonl").read_text())
+    assert [t["from"] for t in sharegpt["conversations"]] == ["human", "function_call", "observation", "gpt"]
+    assert json.loads(sharegpt["conversations"][1]["value"]) == {
+        "name": "set_quantity",
+        "arguments": {"name": "milk", "qty": 4},
+    }
+    assert sharegpt["system"] == "You manage a pantry." and json.loads(sharegpt["tools"])[0]["name"] == "list_items"
+    hermes = json.loads((tmp_path / "h.jsonl").read_text())["conversations"]
+    assert [t["from"] for t in hermes] == ["system", "human", "gpt", "tool", "gpt"]
+    assert "<tools>" in hermes[0]["value"] and hermes[2]["value"].startswith("<tool_call>\n{")
+    assert hermes[3]["value"] == '<tool_response>\n{"name": "milk", "qty": 4}\n</tool_response>'
+
+
+async def test_rl_export_groups_forks_and_keeps_rewards_and_tokens(tmp_path: Path) -> None:
+    ids = await make_db(tmp_path / "s.db")
+    await export(tmp_path / "s.db", "rl", tmp_path / "rl.jsonl", WORLDS, task="restock_milk")
+    rows = [json.loads(line) for line in (tmp_path / "rl.jsonl").read_text().splitlines()]
+    assert [r["episode_id"] for r in rows] == [ids["good"], ids["fork"]]
+    assert {r["group"] for r in rows} == {ids["good"]} and rows[1]["parent_id"] == ids["good"]
+    assert [(r["reward"], r["masked"]) for r in rows] == [(1, False), (0, False)]
+    assert rows[0]["tokens"] == {
+        "prompt_ids": [1, 2],
+        "completion_ids": [3, 4, 5],
+        "env_mask": [1, 0, 1],
+        "logprobs": [-0.1, 0.0, -0.2],
+    }
+    rebuilt = rows[1]["messages"]
+    assert rebuilt[1] == {"role": "user", "content": "Set the milk to 4 litres."}
+
+
+def test_the_export_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    asyncio.run(make_db(tmp_path / "s.db"))
+    assert (
+        main(
+            [
+                "export",
+                "--db",
+                str(tmp_path / "s.db"),
+                "--format",
+                "openai",
+                "--out",
+                str(tmp_path / "x.jsonl"),
+                "--worlds-dir",
+                str(ROOT / "tool_specs"),
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert out.startswith(f"wrote 2 record(s) to {tmp_path / 'x.jsonl'}; skipped 1")
+    with pytest.raises(SystemExit, match="no database at"):
+        main(["export", "--db", str(tmp_path / "none.db"), "--format", "rl", "--out", str(tmp_path / "y")])
