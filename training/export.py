@@ -250,6 +250,8 @@ async def export(
             events = await store.events(episode.id)
             transcript = transcript_of(episode, events, spec)
             problems = check_record(transcript, {t.name: t for t in spec.tools})
+            if fmt != "rl" and not any(m.get("role") == "assistant" for m in transcript):
+                problems.append("no assistant turn to train on")
             if problems:
                 report.skipped.append({"episode": episode.id, "problems": problems})
                 continue

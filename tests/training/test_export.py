@@ -7,77 +7,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests_helpers import BAD, GOOD, WORLDS, make_db  # type: ignore[import-not-found]
+
 from simia.server.cli import main
-from simia.server.episodes import EpisodeService, judge_callable
-from simia.server.settings import ServerSettings
-from simia.sim import load_worlds
-from simia.sim.backends import FunctionBackend
-from simia.sim.backends.mock_world import mock_world_answer
-from simia.sim.judge import Judge
-from simia.sim.simulator import Simulator
-from simia.sim.store import Store
 from simia.training.export import export
 
 ROOT = Path(__file__).resolve().parents[2]
-WORLDS = load_worlds([ROOT / "tool_specs"]).worlds
-
-
-def call(i: int, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-        ],
-    }
-
-
-GOOD = [
-    {"role": "system", "content": "You manage a pantry."},
-    {"role": "user", "content": "Set the milk to 4 litres."},
-    call(1, "set_quantity", {"name": "milk", "qty": 4}),
-    {"role": "tool", "tool_call_id": "call_1", "content": '{"name": "milk", "qty": 4}'},
-    {"role": "assistant", "content": "Done."},
-]
-BAD = [*GOOD[:2], call(1, "launch_rocket", {}), {"role": "tool", "tool_call_id": "call_9", "content": "?"}]
-
-
-async def make_db(path: Path) -> dict[str, str]:
-    service = EpisodeService(
-        WORLDS,
-        Simulator(FunctionBackend(mock_world_answer)),
-        Store(path),
-        ServerSettings(),
-        judge=judge_callable(Judge(None)),
-    )
-    ids = {}
-    good = await service.create("mock", task="restock_milk")
-    await service.call(good.id, "", "set_quantity", {"name": "milk", "qty": 4})
-    await service.end(
-        good.id,
-        "",
-        GOOD,
-        {"prompt_ids": [1, 2], "completion_ids": [3, 4, 5], "env_mask": [1, 0, 1], "logprobs": [-0.1, 0.0, -0.2]},
-    )
-    ids["good"] = good.id
-    fork = await service.fork(good.id, step=0, principal="")
-    await service.end(fork.id, "")  # no transcript: rebuilt from events; rule check fails -> reward 0
-    ids["fork"] = fork.id
-    bad = await service.create("mock", task="count_apples")
-    await service.end(bad.id, "", BAD)
-    ids["bad"] = bad.id
-    await service.store.close()
-    return ids
 
 
 async def test_openai_export_round_trips_and_rejects_bad_records_with_reasons(tmp_path: Path) -> None:
     ids = await make_db(tmp_path / "s.db")
     report = await export(tmp_path / "s.db", "openai", tmp_path / "out.jsonl", WORLDS)
     rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert report.written == 2 and len(rows) == 2
-    assert rows[0]["messages"] == GOOD or rows[1]["messages"] == GOOD
+    assert report.written == 1 and rows[0]["messages"] == GOOD
     assert all(t["type"] == "function" for t in rows[0]["tools"]) and len(rows[0]["tools"]) == 3
-    [skipped] = report.skipped
+    no_turns, skipped = sorted(report.skipped, key=lambda s: s["episode"] != ids["fork"])
+    assert no_turns == {"episode": ids["fork"], "problems": ["no assistant turn to train on"]}
     assert skipped["episode"] == ids["bad"]
     assert skipped["problems"] == [
         "message 2: calls 'launch_rocket', which is not in tools",
@@ -99,11 +44,11 @@ async def test_hf_export_has_the_columns_trl_takes(tmp_path: Path) -> None:
     await make_db(tmp_path / "s.db")
     await export(tmp_path / "s.db", "hf", tmp_path / "ds", WORLDS)
     dataset = datasets.load_from_disk(str(tmp_path / "ds"))
-    assert set(dataset.column_names) == {"messages", "tools"} and len(dataset) == 2
+    assert set(dataset.column_names) == {"messages", "tools"} and len(dataset) == 1
     messages = next(r["messages"] for r in dataset if len(r["messages"]) == 5)
     assert messages[2]["tool_calls"][0]["function"]["arguments"] == {"name": "milk", "qty": 4}  # an object
     await export(tmp_path / "s.db", "hf", tmp_path / "ds.parquet", WORLDS)
-    assert len(datasets.Dataset.from_parquet(str(tmp_path / "ds.parquet"))) == 2
+    assert len(datasets.Dataset.from_parquet(str(tmp_path / "ds.parquet"))) == 1
 
 
 async def test_sharegpt_and_hermes_formats(tmp_path: Path) -> None:
@@ -161,6 +106,6 @@ def test_the_export_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         == 0
     )
     out = capsys.readouterr().out
-    assert out.startswith(f"wrote 2 record(s) to {tmp_path / 'x.jsonl'}; skipped 1")
+    assert out.startswith(f"wrote 1 record(s) to {tmp_path / 'x.jsonl'}; skipped 2")
     with pytest.raises(SystemExit, match="no database at"):
         main(["export", "--db", str(tmp_path / "none.db"), "--format", "rl", "--out", str(tmp_path / "y")])
