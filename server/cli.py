@@ -330,6 +330,45 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_synth(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from simia.sim.backends import resolve_backend
+    from simia.sim.errors import BackendConfigError
+    from simia.training.synth import SynthConfig, load_seeds, synthesize, synthesize_via_server
+
+    worlds = load_worlds(args.worlds_dir or [default_worlds_dir()]).worlds
+    world = worlds.get(args.world)
+    if world is None:
+        raise SystemExit(f"error: unknown world {args.world!r}; loaded: {', '.join(sorted(worlds))}")
+    config = SynthConfig(
+        n=args.n,
+        out=Path(args.out),
+        concurrency=args.concurrency,
+        temperature=args.temperature,
+        prefilter=not args.no_prefilter,
+        dedup_threshold=args.dedup_threshold,
+    )
+    try:
+        backend = resolve_backend(
+            args.backend, base_url=args.base_url, env=os.environ, max_concurrency=args.concurrency
+        )
+    except BackendConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    if args.via_server:
+        report = asyncio.run(
+            synthesize_via_server(world, args.via_server, backend, backend, config, min_reward=args.min_reward)
+        )
+    else:
+        seeds = load_seeds(world, args.seeds)
+        if not seeds:
+            raise SystemExit(f"error: no seeds: {world.name!r} has no examples/; pass --seeds FILE.jsonl")
+        report = asyncio.run(synthesize(world, seeds, backend, config))
+    print(report.render())
+    print(f"records: {config.out / 'synth.jsonl'}  report: {config.out / 'synth_report.json'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="simia", description="Simulated MCP tool environments for agent training.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -459,6 +498,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", metavar="WHEN", help="only episodes created since (ISO date or epoch seconds)")
     p.add_argument("--worlds-dir", action="append", type=Path, metavar="DIR")
     p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("synth", help="Simia-SFT: amplify seed trajectories into many (or collect via rollouts)")
+    p.add_argument("--world", required=True)
+    p.add_argument("--seeds", metavar="FILE", help='JSONL of {"messages": [...]} (default: the world\'s examples/)')
+    p.add_argument("--n", type=int, default=4, help="new trajectories per seed (or rollouts per task) (4)")
+    p.add_argument("--backend", metavar="SPEC", help="the generating model (backend SPEC)")
+    p.add_argument("--base-url", metavar="URL")
+    p.add_argument("--out", default="synth", metavar="DIR", help="output folder (default: synth)")
+    p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--no-prefilter", action="store_true", help="skip the LLM pre-filter of seeds")
+    p.add_argument("--dedup-threshold", type=float, default=0.9, help="near-duplicate Jaccard threshold (0.9)")
+    p.add_argument("--via-server", metavar="URL", help="produce trajectories by rollouts against this simia server")
+    p.add_argument("--min-reward", type=float, default=1.0, help="--via-server: keep episodes with this reward (1)")
+    p.add_argument("--worlds-dir", action="append", type=Path, metavar="DIR")
+    p.set_defaults(func=_cmd_synth)
 
     p = sub.add_parser("demo", help="offline end-to-end run on the embedded model")
     p.add_argument("--task", default="cancel_by_mistake", help="retail task to run (default: cancel_by_mistake)")

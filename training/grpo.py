@@ -23,7 +23,6 @@ from typing import Any
 import httpx2 as httpx
 import mcp_types as types
 from mcp import Client
-
 from simia.sim.world import ToolSpec, World
 
 from . import models
@@ -93,8 +92,14 @@ def _tool_method(tool: ToolSpec) -> Any:
         if name not in required:
             hint = hint | None
         annotations[name] = hint
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=hint,
-                                        default=inspect.Parameter.empty if name in required else None))
+        params.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=hint,
+                default=inspect.Parameter.empty if name in required else None,
+            )
+        )
         text = " ".join(str(schema.get("description") or name).split()) if isinstance(schema, dict) else name
         if isinstance(schema, dict) and "enum" in schema:
             text += f" (choices: {json.dumps(schema['enum'])})"
@@ -178,28 +183,51 @@ def task_dataset(world: World, tasks: str = "all", repeat: int = 8) -> Any:
     if not chosen:
         raise ValueError(f"no tasks selected from {world.name!r}: {tasks!r}")
     system = f"You are a helpful agent. Use the tools. Follow the policy.\n\n{world.policy}".strip()
-    rows = [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": t.instruction}],
-             "task": t.id, "group": t.id} for t in chosen]
+    rows = [
+        {
+            "prompt": [{"role": "system", "content": system}, {"role": "user", "content": t.instruction}],
+            "task": t.id,
+            "group": t.id,
+        }
+        for t in chosen
+    ]
     return Dataset.from_list(rows * repeat)
 
 
 def train(run: GRPORun, world: World, *, model: Any = None, tokenizer: Any = None) -> dict[str, Any]:
     """Run GRPO against `run.server`; returns the rewards TRL logged and where the checkpoint went."""
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
 
     if model is None:
         model, tokenizer = models.tiny_model() if run.model == "tiny" else models.load_model(run.model)
     models.generation_template(tokenizer)
     config = GRPOConfig(
-        output_dir=run.output_dir, max_steps=run.max_steps, learning_rate=run.learning_rate,
-        per_device_train_batch_size=run.batch_size, num_generations=run.num_generations,
-        max_completion_length=run.max_completion_length, max_tool_calling_iterations=run.max_tool_calling_iterations,
-        beta=run.beta, seed=run.seed, shuffle_dataset=run.shuffle, logging_steps=1, bf16=False, fp16=False, activation_checkpointing=False,
-        use_cpu=True, save_strategy="no", report_to=[], dataloader_num_workers=0,
+        output_dir=run.output_dir,
+        max_steps=run.max_steps,
+        learning_rate=run.learning_rate,
+        per_device_train_batch_size=run.batch_size,
+        num_generations=run.num_generations,
+        max_completion_length=run.max_completion_length,
+        max_tool_calling_iterations=run.max_tool_calling_iterations,
+        beta=run.beta,
+        seed=run.seed,
+        shuffle_dataset=run.shuffle,
+        logging_steps=1,
+        bf16=False,
+        fp16=False,
+        activation_checkpointing=False,
+        use_cpu=True,
+        save_strategy="no",
+        report_to=[],
+        dataloader_num_workers=0,
     )
-    trainer = GRPOTrainer(model=model, args=config, processing_class=tokenizer,
-                          train_dataset=task_dataset(world, run.tasks),
-                          environment_factory=environment_class(run.server, world, run.token))
+    trainer = GRPOTrainer(
+        model=model,
+        args=config,
+        processing_class=tokenizer,
+        train_dataset=task_dataset(world, run.tasks),
+        environment_factory=environment_class(run.server, world, run.token),
+    )
     trainer.train()
     logs = trainer.state.log_history
     rewards = [entry["reward"] for entry in logs if "reward" in entry]

@@ -44,7 +44,7 @@ def _converted(gguf: Path) -> Path:
     # transformers flags a GGUF-loaded model as quantized, which blocks saving and training; it is fp32 now.
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]
     tmp = folder.with_name(folder.name + ".tmp")
     model.save_pretrained(str(tmp))
     tokenizer.save_pretrained(str(tmp))
@@ -100,9 +100,17 @@ def tiny_model(tokenizer_ref: str = "embedded", *, hidden: int = 64, layers: int
 
     tokenizer = load_tokenizer(tokenizer_ref)
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2,
-                         num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
-                         max_position_embeddings=4096, tie_word_embeddings=True,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     return LlamaForCausalLM(config), tokenizer

@@ -74,17 +74,28 @@ def load_sft_dataset(path: str) -> Any:
 
 def train(run: SFTRun, *, model: Any = None, tokenizer: Any = None) -> dict[str, Any]:
     """Run SFT; returns the per-step losses and where the checkpoint went."""
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig, SFTTrainer  # type: ignore[attr-defined]
 
     if model is None:
         model, tokenizer = models.tiny_model() if run.model == "tiny" else models.load_model(run.model)
     dataset = load_sft_dataset(run.dataset)
     config = SFTConfig(
-        output_dir=run.output_dir, max_steps=run.max_steps, learning_rate=run.learning_rate,
-        per_device_train_batch_size=run.batch_size, gradient_accumulation_steps=1, logging_steps=1,
-        max_length=run.max_length, assistant_only_loss=run.assistant_only_loss, seed=run.seed,
-        bf16=False, fp16=False, activation_checkpointing=False, use_cpu=True,  # CPU: bf16 is ~250x slower here
-        save_strategy="no", report_to=[], dataloader_num_workers=0,
+        output_dir=run.output_dir,
+        max_steps=run.max_steps,
+        learning_rate=run.learning_rate,
+        per_device_train_batch_size=run.batch_size,
+        gradient_accumulation_steps=1,
+        logging_steps=1,
+        max_length=run.max_length,
+        assistant_only_loss=run.assistant_only_loss,
+        seed=run.seed,
+        bf16=False,
+        fp16=False,
+        activation_checkpointing=False,
+        use_cpu=True,  # CPU: bf16 is ~250x slower here
+        save_strategy="no",
+        report_to=[],
+        dataloader_num_workers=0,
     )
     trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer)
     trainer.train()

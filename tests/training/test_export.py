@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from tests_helpers import BAD, GOOD, WORLDS, make_db  # type: ignore[import-not-found]
-
 from simia.server.cli import main
 from simia.training.export import export
+from tests_helpers import GOOD, WORLDS, make_db  # type: ignore[import-not-found]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,16 +13,16 @@ import pytest
 
 pytest.importorskip("trl", reason="needs the `train` extra")
 
-from simia.clients.rollout import in_process_server  # noqa: E402
-from simia.sim import load_worlds  # noqa: E402
-from simia.sim.backends import FunctionBackend  # noqa: E402
-from simia.sim.backends.mock_world import mock_world_answer  # noqa: E402
-from simia.training import models  # noqa: E402
-from simia.training.export import export  # noqa: E402
-from simia.training.grpo import GRPORun, environment_class, task_dataset  # noqa: E402
-from simia.training.grpo import train as grpo_train  # noqa: E402
-from simia.training.sft import SFTRun, load_sft_dataset  # noqa: E402
-from simia.training.sft import train as sft_train  # noqa: E402
+from simia.clients.rollout import in_process_server
+from simia.sim import load_worlds
+from simia.sim.backends import FunctionBackend
+from simia.sim.backends.mock_world import mock_world_answer
+from simia.training import models
+from simia.training.export import export
+from simia.training.grpo import GRPORun, environment_class, task_dataset
+from simia.training.grpo import train as grpo_train
+from simia.training.sft import SFTRun, load_sft_dataset
+from simia.training.sft import train as sft_train
 
 ROOT = Path(__file__).resolve().parents[2]
 WORLDS = load_worlds([ROOT / "tool_specs"]).worlds
@@ -37,12 +37,12 @@ def server(tmp_path: Path) -> Iterator[str]:
 
     def run() -> None:
         async def serve() -> None:
-            async with in_process_server({"mock": MOCK}, FunctionBackend(mock_world_answer), tmp_path / "g.db",
-                                         None) as url:
+            async with in_process_server(
+                {"mock": MOCK}, FunctionBackend(mock_world_answer), tmp_path / "g.db", None
+            ) as url:
                 box["url"] = url
                 ready.set()
-                while not stop.is_set():
-                    await asyncio.sleep(0.02)
+                await asyncio.to_thread(stop.wait)
 
         asyncio.run(serve())
 
@@ -67,13 +67,26 @@ def test_the_tool_template_renders_tool_calls_and_masks_only_assistant_turns() -
     messages = [
         {"role": "system", "content": "You manage a pantry."},
         {"role": "user", "content": "Set milk to 4."},
-        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
-            "name": "set_quantity", "arguments": {"name": "milk", "qty": 4}}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"type": "function", "function": {"name": "set_quantity", "arguments": {"name": "milk", "qty": 4}}}
+            ],
+        },
         {"role": "tool", "content": '{"name": "milk", "qty": 4}'},
         {"role": "assistant", "content": "Done."},
     ]
-    tools = [{"type": "function", "function": {"name": "set_quantity", "description": "Set a quantity.",
-                                               "parameters": MOCK.tools[2].input_schema}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "set_quantity",
+                "description": "Set a quantity.",
+                "parameters": MOCK.tools[2].input_schema,
+            },
+        }
+    ]
     text = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
     assert '<tool_call>\n{"name": "set_quantity", "arguments": {"name": "milk", "qty": 4}}\n</tool_call>' in text
     assert "set_quantity" in text.split("<|im_start|>user")[0]  # the tools are declared in the system turn
@@ -90,8 +103,16 @@ def test_sft_steps_on_a_tiny_model_lower_the_loss(tmp_path: Path) -> None:
     asyncio.run(make_db(tmp_path / "s.db"))
     asyncio.run(export(tmp_path / "s.db", "hf", tmp_path / "sft", WORLDS))
     assert len(load_sft_dataset(str(tmp_path / "sft"))) == 1
-    result = sft_train(SFTRun(dataset=str(tmp_path / "sft"), model="tiny", output_dir=str(tmp_path / "ckpt"),
-                              max_steps=4, batch_size=1, learning_rate=1e-3))
+    result = sft_train(
+        SFTRun(
+            dataset=str(tmp_path / "sft"),
+            model="tiny",
+            output_dir=str(tmp_path / "ckpt"),
+            max_steps=4,
+            batch_size=1,
+            learning_rate=1e-3,
+        )
+    )
     losses = result["losses"]
     assert len(losses) == 4 and all(loss == loss for loss in losses) and losses[-1] < losses[0]
     assert (tmp_path / "ckpt" / "config.json").is_file()
@@ -121,11 +142,22 @@ async def test_the_environment_exposes_world_tools_and_returns_the_judges_reward
 
 
 def test_grpo_steps_on_a_tiny_model_get_rewards_from_the_judge(server: str, tmp_path: Path) -> None:
-    run = GRPORun(server=server, world="mock", tasks="restock_milk,count_apples", model="tiny", max_steps=2,
-                  num_generations=2, batch_size=4, max_completion_length=160, output_dir=str(tmp_path / "g"),
-                  save=False, shuffle=False)
+    run = GRPORun(
+        server=server,
+        world="mock",
+        tasks="restock_milk,count_apples",
+        model="tiny",
+        max_steps=2,
+        num_generations=2,
+        batch_size=4,
+        max_completion_length=160,
+        output_dir=str(tmp_path / "g"),
+        save=False,
+        shuffle=False,
+    )
     result = grpo_train(run, MOCK)
-    # each step holds one group per task; holds without any call (reward 1), restock_milk needs one (a random model scores 0)
+    # each step holds one group per task: count_apples holds without any call (reward 1),
+    # restock_milk needs one (a random model scores 0)
     assert result["steps"] == 2 and result["rewards"] == [0.5, 0.5]
     assert len(task_dataset(MOCK, "restock_milk,count_apples")) == 16
 
@@ -138,17 +170,36 @@ def test_sft_smoke_on_smollm2_from_the_gguf(tmp_path: Path) -> None:
     asyncio.run(export(tmp_path / "s.db", "hf", tmp_path / "sft", WORLDS))
     model, tokenizer = models.load_model("embedded")  # converted once to a cached fp32 folder
     assert sum(p.numel() for p in model.parameters()) > 100_000_000
-    result = sft_train(SFTRun(dataset=str(tmp_path / "sft"), model="embedded", output_dir=str(tmp_path / "c"),
-                              max_steps=2, batch_size=1, learning_rate=1e-4, save=False),
-                       model=model, tokenizer=tokenizer)
+    result = sft_train(
+        SFTRun(
+            dataset=str(tmp_path / "sft"),
+            model="embedded",
+            output_dir=str(tmp_path / "c"),
+            max_steps=2,
+            batch_size=1,
+            learning_rate=1e-4,
+            save=False,
+        ),
+        model=model,
+        tokenizer=tokenizer,
+    )
     losses: list[Any] = result["losses"]
     assert len(losses) == 2 and all(0 < loss < 20 for loss in losses) and losses[1] < losses[0]
 
 
 @pytest.mark.slow
 def test_grpo_smoke_on_smollm2(server: str, tmp_path: Path) -> None:
-    run = GRPORun(server=server, world="mock", tasks="count_apples", model="embedded", max_steps=1,
-                  num_generations=2, batch_size=2, max_completion_length=160, output_dir=str(tmp_path / "g"),
-                  save=False)
+    run = GRPORun(
+        server=server,
+        world="mock",
+        tasks="count_apples",
+        model="embedded",
+        max_steps=1,
+        num_generations=2,
+        batch_size=2,
+        max_completion_length=160,
+        output_dir=str(tmp_path / "g"),
+        save=False,
+    )
     result = grpo_train(run, MOCK)
     assert result["steps"] == 1 and result["rewards"] == [1.0]

@@ -65,5 +65,3 @@ async def make_db(path: Path) -> dict[str, str]:
     ids["bad"] = bad.id
     await service.store.close()
     return ids
-
-
