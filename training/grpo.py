@@ -28,7 +28,7 @@ from simia.sim.world import ToolSpec, World
 from . import models
 from ._config import parse_config
 
-__all__ = ["GRPORun", "environment_class", "main", "task_dataset", "train"]
+__all__ = ["GRPORun", "environment_class", "main", "multi_turn_rollout_func", "simia_reward", "task_dataset", "train"]
 
 _PY = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list, "object": dict}
 
@@ -51,6 +51,8 @@ class GRPORun:
         max_tool_calling_iterations: tool rounds per rollout.
         beta: KL coefficient (0 skips the reference model: cheaper on CPU).
         token: bearer token for the server.
+        user: backend SPEC of the user simulator; set it to train multi-turn episodes through `rollout_func`.
+        max_turns: policy turns per multi-turn episode.
         seed: random seed.
         shuffle: shuffle the task prompts.
         save: write the final model.
@@ -69,6 +71,8 @@ class GRPORun:
     max_tool_calling_iterations: int = 4
     beta: float = 0.0
     token: str | None = None
+    user: str | None = None
+    max_turns: int = 4
     seed: int = 0
     shuffle: bool = True
     save: bool = True
@@ -194,7 +198,9 @@ def task_dataset(world: World, tasks: str = "all", repeat: int = 8) -> Any:
     return Dataset.from_list(rows * repeat)
 
 
-def train(run: GRPORun, world: World, *, model: Any = None, tokenizer: Any = None) -> dict[str, Any]:
+def train(
+    run: GRPORun, world: World, *, model: Any = None, tokenizer: Any = None, user_backend: Any = None
+) -> dict[str, Any]:
     """Run GRPO against `run.server`; returns the rewards TRL logged and where the checkpoint went."""
     from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
 
@@ -221,13 +227,37 @@ def train(run: GRPORun, world: World, *, model: Any = None, tokenizer: Any = Non
         report_to=[],
         dataloader_num_workers=0,
     )
-    trainer = GRPOTrainer(
-        model=model,
-        args=config,
-        processing_class=tokenizer,
-        train_dataset=task_dataset(world, run.tasks),
-        environment_factory=environment_class(run.server, world, run.token),
-    )
+    if run.user is not None and user_backend is None:
+        import os
+
+        from simia.sim.backends import resolve_backend
+
+        user_backend = resolve_backend(run.user, env=os.environ)
+    if user_backend is not None:  # multi-turn episodes with a simulated user, through rollout_func
+        rollout = multi_turn_rollout_func(
+            run.server,
+            world,
+            user_backend,
+            max_turns=run.max_turns,
+            max_new_tokens=run.max_completion_length,
+            token=run.token,
+        )
+        trainer = GRPOTrainer(
+            model=model,
+            args=config,
+            processing_class=tokenizer,
+            reward_funcs=[simia_reward],
+            train_dataset=task_dataset(world, run.tasks),
+            rollout_func=rollout,
+        )
+    else:
+        trainer = GRPOTrainer(
+            model=model,
+            args=config,
+            processing_class=tokenizer,
+            train_dataset=task_dataset(world, run.tasks),
+            environment_factory=environment_class(run.server, world, run.token),
+        )
     trainer.train()
     logs = trainer.state.log_history
     rewards = [entry["reward"] for entry in logs if "reward" in entry]
@@ -249,3 +279,178 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+class _Loop:
+    """A background event loop for the async parts (MCP calls, the user simulator) of a sync rollout_func."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True, name="simia-rollout-loop").start()
+
+    def run(self, coro: Any) -> Any:
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+
+
+def multi_turn_rollout_func(
+    server: str,
+    world: World,
+    user_backend: Any,
+    *,
+    max_turns: int = 4,
+    max_new_tokens: int = 128,
+    token: str | None = None,
+) -> Any:
+    """A TRL `rollout_func` for multi-turn episodes with a simulated user.
+
+    Per prompt: fork the task's snapshot episode, then alternate policy generation, tool calls
+    over MCP and user-simulator turns. Returns prompt ids, completion ids (policy tokens and
+    environment tokens interleaved), `env_mask` (1 on policy tokens, 0 on tool results and user
+    turns), no logprobs (TRL recomputes them), and `simia_reward` (the judge's verdict, None when
+    masked). Each episode is ended with its transcript and token data, so `simia export --format rl`
+    has what token-level RL frameworks consume.
+    """
+    from simia.clients.user import UserSimulator
+
+    tools_schema = [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description or "", "parameters": t.input_schema},
+        }
+        for t in world.tools
+    ]
+    by_instruction = {t.instruction: t for t in world.tasks}
+    env = environment_class(server, world, token)
+    loop = _Loop()
+
+    def render(tokenizer: Any, messages: list[dict[str, Any]], generation: bool) -> str:
+        return str(
+            tokenizer.apply_chat_template(
+                messages, tools=tools_schema, tokenize=False, add_generation_prompt=generation
+            )
+        )
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        import torch
+
+        model, tokenizer = trainer.model, trainer.processing_class
+        out: dict[str, Any] = {
+            "prompt_ids": [],
+            "completion_ids": [],
+            "logprobs": None,
+            "env_mask": [],
+            "simia_reward": [],
+        }
+        for prompt in prompts:
+            messages = [dict(m) for m in prompt]
+            task = by_instruction.get(str(messages[-1]["content"]))
+            instance = env()
+            instance.reset(task=task.id if task else None, group=task.id if task else "free")
+            user = (
+                UserSimulator(user_backend, instruction=task.instruction, hidden=task.user_hidden)
+                if task is not None and user_backend is not None
+                else None
+            )
+            prompt_ids = tokenizer(render(tokenizer, messages, True), add_special_tokens=False)["input_ids"]
+            completion: list[int] = []
+            mask: list[int] = []
+            for _ in range(max_turns):
+                inputs = torch.tensor([prompt_ids + completion])
+                with torch.no_grad():
+                    generated = model.generate(
+                        inputs,
+                        attention_mask=torch.ones_like(inputs),
+                        max_new_tokens=max_new_tokens,
+                        do_sample=True,
+                        pad_token_id=tokenizer.pad_token_id,
+                    )
+                new = generated[0, inputs.shape[1] :].tolist()
+                completion += new
+                mask += [1] * len(new)
+                text = tokenizer.decode(new, skip_special_tokens=True)
+                calls = []
+                for block in _TOOL_CALL.findall(text):
+                    try:
+                        call = json.loads(block)
+                        calls.append({"name": str(call["name"]), "arguments": dict(call.get("arguments") or {})})
+                    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                        continue
+                content = _TOOL_CALL.sub("", text).strip()
+                before = render(tokenizer, [*messages, {"role": "assistant", "content": content}], False)
+                assistant: dict[str, Any] = {"role": "assistant", "content": content}
+                if calls:
+                    assistant["tool_calls"] = [
+                        {
+                            "id": f"call_{len(messages)}_{i}",
+                            "type": "function",
+                            "function": {"name": c["name"], "arguments": c["arguments"]},
+                        }
+                        for i, c in enumerate(calls)
+                    ]
+                messages.append(assistant)
+                env_messages: list[dict[str, Any]] = []
+                if calls:
+                    for call, entry in zip(calls, assistant["tool_calls"], strict=True):
+                        result = loop.run(instance._call(call["name"], call["arguments"]))
+                        env_messages.append({"role": "tool", "tool_call_id": entry["id"], "content": result})
+                elif user is not None:
+                    reply, done = loop.run(user.reply(content))
+                    if done:
+                        break
+                    env_messages.append({"role": "user", "content": reply})
+                else:
+                    break
+                messages += env_messages
+                after = render(tokenizer, messages, True)
+                env_ids = tokenizer(
+                    after[len(before) :] if after.startswith(before) else after, add_special_tokens=False
+                )["input_ids"]
+                completion += env_ids
+                mask += [0] * len(env_ids)
+            transcript = [
+                {
+                    **m,
+                    "tool_calls": [
+                        {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"])}}
+                        for c in m["tool_calls"]
+                    ],
+                }
+                if m.get("tool_calls")
+                else m
+                for m in messages
+            ]
+            tokens = {"prompt_ids": prompt_ids, "completion_ids": completion, "env_mask": mask}
+            reward = loop.run(_end(server, instance, transcript, tokens, token))
+            out["prompt_ids"].append(prompt_ids)
+            out["completion_ids"].append(completion)
+            out["env_mask"].append(mask)
+            out["simia_reward"].append(reward)
+        return out
+
+    return rollout_func
+
+
+async def _end(
+    server: str, instance: Any, transcript: list[dict[str, Any]], tokens: dict[str, Any], token: str | None
+) -> float | None:
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    async with httpx.AsyncClient(base_url=server, headers=headers, timeout=600) as http:
+        ended = await http.post(
+            f"/v1/episodes/{instance.episode_id}/end", json={"transcript": transcript, "tokens": tokens}
+        )
+    verdict = ended.json().get("verdict") or {} if ended.status_code == 200 else {}
+    if instance.infra_error or verdict.get("status") != "ok" or verdict.get("reward") is None:
+        return None
+    return float(verdict["reward"])
+
+
+def simia_reward(completions: list[Any], simia_reward: list[float | None], **kwargs: Any) -> list[float | None]:
+    """The reward function for `multi_turn_rollout_func`: the judge's verdicts it collected (None is masked)."""
+    return simia_reward

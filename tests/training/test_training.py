@@ -203,3 +203,47 @@ def test_grpo_smoke_on_smollm2(server: str, tmp_path: Path) -> None:
     )
     result = grpo_train(run, MOCK)
     assert result["steps"] == 1 and result["rewards"] == [1.0]
+
+
+def test_the_multi_turn_rollout_func_trains_with_a_simulated_user_and_keeps_token_data(
+    server: str, tmp_path: Path
+) -> None:
+    import httpx2 as httpx
+    from simia.sim.backends import CompletionRequest
+
+    def user(request: CompletionRequest) -> dict[str, Any]:
+        turn = sum(1 for m in request.messages if m["role"] == "assistant")
+        return {"message": "Could you check the apples again?", "done": turn >= 2}
+
+    task = MOCK.task("count_apples")
+    assert task is not None and task.user_hidden  # a multi-turn task
+    run = GRPORun(
+        server=server,
+        world="mock",
+        tasks="count_apples",
+        model="tiny",
+        max_steps=1,
+        num_generations=2,
+        batch_size=2,
+        max_completion_length=24,
+        max_turns=3,
+        output_dir=str(tmp_path / "g"),
+        save=False,
+    )
+    result = grpo_train(run, MOCK, user_backend=FunctionBackend(user))
+    assert result["steps"] == 1 and result["rewards"] == [1.0]  # the judge's verdicts reached the trainer
+    with httpx.Client(base_url=server) as http:
+        ended = [e for e in http.get("/v1/episodes", params={"status": "ended"}).json()["episodes"]]
+        episode = http.get(f"/v1/episodes/{ended[0]['id']}").json()
+    roles = [m["role"] for m in episode["transcript"]]
+    assert roles[:2] == ["system", "user"] and "assistant" in roles
+    rows = asyncio.run(_rl_rows(tmp_path, server))
+    tokens = rows[0]["tokens"]
+    assert len(tokens["completion_ids"]) == len(tokens["env_mask"]) and 1 in tokens["env_mask"]
+    assert 0 in tokens["env_mask"]  # the user's turns are environment tokens
+
+
+async def _rl_rows(tmp_path: Path, server: str) -> list[dict[str, Any]]:
+    db = next(tmp_path.glob("g.db"))
+    await export(db, "rl", tmp_path / "rl.jsonl", WORLDS)
+    return [json.loads(line) for line in (tmp_path / "rl.jsonl").read_text().splitlines() if '"tokens"' in line]
