@@ -316,11 +316,10 @@ async def in_process_server(
     sim_max_tokens: int = 1024,
 ) -> AsyncIterator[str]:
     """Serve `worlds` on a free 127.0.0.1 port in this process; yields the base URL."""
-    import uvicorn
     from simia.server.app import build_app
     from simia.server.episodes import judge_callable
     from simia.server.settings import ServerSettings
-    from simia.sim.backends.fake_server import free_port
+    from simia.sim.backends.fake_server import free_port, serving
     from simia.sim.judge import Judge
     from simia.sim.simulator import Simulator
     from simia.sim.store import Store
@@ -335,17 +334,8 @@ async def in_process_server(
         ServerSettings(port=port),
         judge=judge_callable(Judge(judge_backend, max_tokens=min(1024, sim_max_tokens))),
     )
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2)
-    )
-    task = asyncio.create_task(server.serve())
     try:
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.02)
-        yield f"http://127.0.0.1:{port}"
+        async with serving(app, port):
+            yield f"http://127.0.0.1:{port}"
     finally:
-        server.should_exit = True
-        await task
         await store.close()

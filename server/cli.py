@@ -369,6 +369,16 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def _worlds_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--worlds-dir",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help="folder of worlds (repeatable; default: ./tool_specs or the bundled worlds)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="simia", description="Simulated MCP tool environments for agent training.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -378,23 +388,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("worlds", help="list worlds and their tools")
-    p.add_argument(
-        "--worlds-dir",
-        action="append",
-        type=Path,
-        metavar="DIR",
-        help="folder of worlds (repeatable; default: ./tool_specs or the bundled worlds)",
-    )
+    _worlds_dir(p)
     p.set_defaults(func=_cmd_worlds)
 
     p = sub.add_parser("serve", help="serve worlds as MCP endpoints with an HTTP API")
-    p.add_argument(
-        "--worlds-dir",
-        action="append",
-        type=Path,
-        metavar="DIR",
-        help="folder of worlds (repeatable; default: ./tool_specs or the bundled worlds)",
-    )
+    _worlds_dir(p)
     p.add_argument("--world", action="append", metavar="NAME", help="serve only these worlds (repeatable)")
     p.add_argument(
         "--backend",
@@ -466,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--base-url", metavar="URL", help="server URL for openai-compatible")
     p.add_argument("--db", default="simia.db", metavar="PATH", help="database of the episodes (default: simia.db)")
-    p.add_argument("--worlds-dir", action="append", type=Path, metavar="DIR")
+    _worlds_dir(p)
     p.set_defaults(func=_cmd_judge)
 
     p = sub.add_parser("rollout", help="run agents on a world's tasks and collect judged episodes")
@@ -484,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="base seed for reproducible simulations")
     p.add_argument("--token", help="bearer token for --server")
     p.add_argument("--out", default="rollouts", metavar="DIR", help="results folder (default: rollouts)")
-    p.add_argument("--worlds-dir", action="append", type=Path, metavar="DIR")
+    _worlds_dir(p)
     p.set_defaults(func=_cmd_rollout)
 
     p = sub.add_parser("export", help="export logged episodes for SFT and RL")
@@ -496,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-reward", type=float, help="only episodes with at least this reward")
     p.add_argument("--status", choices=["active", "ended", "abandoned"], help="only episodes with this status")
     p.add_argument("--since", metavar="WHEN", help="only episodes created since (ISO date or epoch seconds)")
-    p.add_argument("--worlds-dir", action="append", type=Path, metavar="DIR")
+    _worlds_dir(p)
     p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("synth", help="Simia-SFT: amplify seed trajectories into many (or collect via rollouts)")
@@ -512,14 +510,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dedup-threshold", type=float, default=0.9, help="near-duplicate Jaccard threshold (0.9)")
     p.add_argument("--via-server", metavar="URL", help="produce trajectories by rollouts against this simia server")
     p.add_argument("--min-reward", type=float, default=1.0, help="--via-server: keep episodes with this reward (1)")
-    p.add_argument("--worlds-dir", action="append", type=Path, metavar="DIR")
+    _worlds_dir(p)
     p.set_defaults(func=_cmd_synth)
 
     p = sub.add_parser("demo", help="offline end-to-end run on the embedded model")
     p.add_argument("--task", default="cancel_by_mistake", help="retail task to run (default: cancel_by_mistake)")
     p.add_argument("--max-turns", type=int, default=3, help="agent model calls (default 3)")
     p.add_argument("--out", default="simia-demo", metavar="DIR", help="output folder (default: simia-demo)")
-    p.add_argument("--worlds-dir", action="append", type=Path, metavar="DIR")
+    _worlds_dir(p)
     p.set_defaults(func=_cmd_demo)
     return parser
 

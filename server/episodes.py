@@ -124,11 +124,7 @@ class EpisodeService:
             seed=seed,
             principal=principal,
         )
-        await self.store.create_episode(episode)
-        self._remember(episode)
-        self.metrics.episodes.labels(world.name).inc()
-        self.metrics.live.inc()
-        return episode
+        return await self._open(episode)
 
     async def fork(self, episode_id: str, *, step: int | None, principal: str) -> EpisodeRecord:
         """A new active episode starting from `episode_id`'s state after `step` (default: its last step)."""
@@ -153,9 +149,12 @@ class EpisodeService:
             fork_step=step,
             group_id=parent.group_id or parent.id,
         )
+        return await self._open(episode)
+
+    async def _open(self, episode: EpisodeRecord) -> EpisodeRecord:
         await self.store.create_episode(episode)
         self._remember(episode)
-        self.metrics.episodes.labels(world.name).inc()
+        self.metrics.episodes.labels(episode.world).inc()
         self.metrics.live.inc()
         return episode
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Callable
@@ -11,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from simia.server.app import SimiaApp, build_app
 from simia.server.settings import ServerSettings
 from simia.sim import load_worlds
 from simia.sim.backends import Backend, FunctionBackend
-from simia.sim.backends.fake_server import free_port
+from simia.sim.backends.fake_server import free_port, serving
 from simia.sim.backends.mock_world import mock_world_answer
 from simia.sim.simulator import Simulator
 from simia.sim.store import Store
@@ -62,18 +60,10 @@ async def serve(
     settings = settings or ServerSettings()
     settings.port = port
     app = build_app(worlds, Simulator(backend), store, settings, **kwargs)
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1)
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
     try:
-        yield Running(app, f"http://127.0.0.1:{port}", store, backend)
+        async with serving(app, port):
+            yield Running(app, f"http://127.0.0.1:{port}", store, backend)
     finally:
-        server.should_exit = True
-        await task
         await store.close()
 
 

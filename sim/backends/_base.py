@@ -26,7 +26,9 @@ __all__ = [
     "Retryable",
     "Usage",
     "parse_json_object",
+    "priced_usage",
     "retry_after_seconds",
+    "status_failure",
 ]
 
 
@@ -245,3 +247,24 @@ def retry_after_seconds(headers: Any) -> float | None:
             return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
         except (TypeError, ValueError):
             return None
+
+
+def priced_usage(prompt: int, completion: int, price: tuple[float, float] | None) -> Usage:
+    """Usage of one call, with its cost when the model's price (USD per million input, output tokens) is known."""
+    cost = (prompt * price[0] + completion * price[1]) / 1e6 if price else None
+    return Usage(prompt, completion, cost, 1)
+
+
+def status_failure(spec: str, status: int, body: Any, fallback: str, headers: Any) -> Exception:
+    """A provider's HTTP error as simia's retry layer sees it: `Retryable` for 408/409/429/5xx, else rejected."""
+    from ..errors import BackendRejected
+
+    message = fallback
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and error.get("message"):
+            message = str(error["message"])
+    message = message[:300]
+    if status in (408, 409, 429) or status >= 500:
+        return Retryable(f"HTTP {status}: {message}", retry_after_seconds(headers))
+    return BackendRejected(f"{spec}: HTTP {status}: {message}")

@@ -14,8 +14,17 @@ from typing import Any
 import anthropic
 import httpx2 as httpx
 
-from ..errors import BackendOutputError, BackendRejected
-from ._base import Backend, Completion, CompletionRequest, Retryable, RetryPolicy, Usage, retry_after_seconds
+from ..errors import BackendOutputError
+from ._base import (
+    Backend,
+    Completion,
+    CompletionRequest,
+    Retryable,
+    RetryPolicy,
+    Usage,
+    priced_usage,
+    status_failure,
+)
 from .openai import POOL_LIMIT
 
 __all__ = ["AnthropicBackend"]
@@ -75,10 +84,7 @@ class AnthropicBackend(Backend):
         except anthropic.APIConnectionError as exc:
             raise Retryable(f"connection error: {exc}") from None
         except anthropic.APIStatusError as exc:
-            status = exc.status_code
-            if status in (408, 409, 429) or status >= 500:
-                raise Retryable(f"HTTP {status}: {_message(exc)}", retry_after_seconds(exc.response.headers)) from None
-            raise BackendRejected(f"{self.spec}: HTTP {status}: {_message(exc)}") from None
+            raise status_failure(self.spec, exc.status_code, exc.body, str(exc.message), exc.response.headers) from None
         except anthropic.APIResponseValidationError as exc:
             raise BackendOutputError(f"{self.spec}: malformed response body: {exc}") from None
         blocks = [b for b in (getattr(response, "content", None) or []) if getattr(b, "type", "") == "tool_use"]
@@ -88,9 +94,7 @@ class AnthropicBackend(Backend):
         usage = Usage(calls=1)
         if response.usage is not None:
             prompt, completion = response.usage.input_tokens, response.usage.output_tokens
-            price = PRICES.get(self.model)
-            cost = (prompt * price[0] + completion * price[1]) / 1e6 if price else None
-            usage = Usage(prompt, completion, cost, 1)
+            usage = priced_usage(prompt, completion, PRICES.get(self.model))
         return Completion(
             data=data,
             text=json.dumps(data),
@@ -101,12 +105,3 @@ class AnthropicBackend(Backend):
 
     async def aclose(self) -> None:
         await self._client.close()
-
-
-def _message(exc: anthropic.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:300]
-    return str(exc.message)[:300]

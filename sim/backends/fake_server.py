@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-__all__ = ["FakeProvider", "FakeReply", "free_port"]
+__all__ = ["FakeProvider", "FakeReply", "free_port", "serving"]
 
 
 def free_port() -> int:
@@ -29,6 +29,24 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Any, port: int | None = None) -> AsyncIterator[int]:
+    """Run an ASGI app with uvicorn on 127.0.0.1 (a free port by default) in this event loop; yields the port."""
+    port = port or free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.01)
+        yield port
+    finally:
+        server.should_exit = True
+        await task
 
 
 @dataclass
@@ -137,21 +155,9 @@ class FakeProvider:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[FakeProvider]:
         """Serve on a free 127.0.0.1 port for the duration of the block."""
-        self.port = free_port()
-        config = uvicorn.Config(
-            self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off", timeout_graceful_shutdown=1
-        )
-        server = uvicorn.Server(config)
-        task = asyncio.create_task(server.serve())
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.01)
-        try:
+        async with serving(self.app) as port:
+            self.port = port
             yield self
-        finally:
-            server.should_exit = True
-            await task
 
 
 def main() -> None:

@@ -24,7 +24,8 @@ from ._base import (
     RetryPolicy,
     Usage,
     parse_json_object,
-    retry_after_seconds,
+    priced_usage,
+    status_failure,
 )
 
 __all__ = ["OpenAIBackend"]
@@ -124,10 +125,7 @@ class OpenAIBackend(Backend):
         except openai.APIConnectionError as exc:
             raise Retryable(f"connection error: {exc}") from None
         except openai.APIStatusError as exc:
-            status = exc.status_code
-            if status in (408, 409, 429) or status >= 500:
-                raise Retryable(f"HTTP {status}: {_message(exc)}", retry_after_seconds(exc.response.headers)) from None
-            raise BackendRejected(f"{self.spec}: HTTP {status}: {_message(exc)}") from None
+            raise status_failure(self.spec, exc.status_code, exc.body, str(exc.message), exc.response.headers) from None
         except (openai.APIResponseValidationError, ValueError) as exc:  # ValueError: a body that is not JSON
             raise BackendOutputError(f"{self.spec}: malformed response body: {exc}") from None
         if not getattr(response, "choices", None):
@@ -137,9 +135,7 @@ class OpenAIBackend(Backend):
         usage = Usage(calls=1)
         if response.usage is not None:
             prompt, completion = response.usage.prompt_tokens, response.usage.completion_tokens
-            price = PRICES.get(self.model)
-            cost = (prompt * price[0] + completion * price[1]) / 1e6 if price else None
-            usage = Usage(prompt, completion, cost, 1)
+            usage = priced_usage(prompt, completion, PRICES.get(self.model))
         return Completion(
             data=data,
             text=text,
@@ -150,15 +146,6 @@ class OpenAIBackend(Backend):
 
     async def aclose(self) -> None:
         await self._client.close()
-
-
-def _message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:300]
-    return str(exc.message)[:300]
 
 
 def _compact(schema: dict[str, Any]) -> str:
