@@ -15,7 +15,7 @@ from typing import Any
 
 import mcp_types as types
 from mcp import Client
-from simia.sim.backends import Backend, CompletionRequest, Usage
+from simia.sim.backends import Backend, CompletionRequest, ToolRequest, Usage
 from simia.sim.prompts import schema_signature
 
 from .user import UserSimulator
@@ -80,12 +80,21 @@ class Agent:
         backend: the policy model.
         max_turns: model calls per episode before the run stops.
         temperature: sampling temperature of the policy.
+        native_tools: use the provider's own tool calling when the backend has it (OpenAI, Anthropic);
+            otherwise, and for the embedded model, the structured action constrained by `action_schema`.
     """
 
     def __init__(
-        self, backend: Backend, *, max_turns: int = 10, temperature: float = 0.7, max_tokens: int = 512
+        self,
+        backend: Backend,
+        *,
+        max_turns: int = 10,
+        temperature: float = 0.7,
+        max_tokens: int = 512,
+        native_tools: bool = True,
     ) -> None:
         self.backend = backend
+        self.native_tools = native_tools
         self.max_turns = max_turns
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -114,6 +123,14 @@ class Agent:
         listed = await client.list_tools()
         tools = listed.tools
         schema = action_schema(tools)
+        native = bool(getattr(self.backend, "supports_tools", False)) and self.native_tools
+        function_tools = [
+            {
+                "type": "function",
+                "function": {"name": t.name, "description": t.description or "", "parameters": t.input_schema},
+            }
+            for t in tools
+        ]
         run = EpisodeRun(transcript=[{"role": "system", "content": _system(policy, tools)}])
         if listed.meta:
             run.episode_id = str(listed.meta.get("simia/episode", ""))
@@ -125,15 +142,25 @@ class Agent:
         calls_made = 0
         while run.turns < self.max_turns:
             run.turns += 1
-            completion = await self.backend.complete(
-                CompletionRequest(
-                    messages=view,
-                    schema=schema,
-                    schema_name="agent_action",
-                    max_tokens=self.max_tokens,
-                    temperature=self.temperature,
+            if native:  # the provider's own tool calling, on the OpenAI-format transcript itself
+                completion = await self.backend.complete_tools(
+                    ToolRequest(
+                        messages=run.transcript,
+                        tools=function_tools,
+                        max_tokens=self.max_tokens,
+                        temperature=self.temperature,
+                    )
                 )
-            )
+            else:
+                completion = await self.backend.complete(
+                    CompletionRequest(
+                        messages=view,
+                        schema=schema,
+                        schema_name="agent_action",
+                        max_tokens=self.max_tokens,
+                        temperature=self.temperature,
+                    )
+                )
             run.usage = run.usage + completion.usage
             message = str(completion.data.get("message") or "")
             calls = [c for c in completion.data.get("tool_calls") or [] if isinstance(c, dict)]

@@ -11,7 +11,16 @@ import difflib
 from collections.abc import Callable, Mapping
 
 from ..errors import BackendConfigError
-from ._base import Backend, Completion, CompletionRequest, Retryable, RetryPolicy, Usage, parse_json_object
+from ._base import (
+    Backend,
+    Completion,
+    CompletionRequest,
+    Retryable,
+    RetryPolicy,
+    ToolRequest,
+    Usage,
+    parse_json_object,
+)
 from .scripted import FunctionBackend, ScriptedBackend, load_script
 
 __all__ = [
@@ -23,6 +32,7 @@ __all__ = [
     "RetryPolicy",
     "Retryable",
     "ScriptedBackend",
+    "ToolRequest",
     "Usage",
     "default_backend_spec",
     "parse_json_object",

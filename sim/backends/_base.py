@@ -24,6 +24,7 @@ __all__ = [
     "CompletionRequest",
     "RetryPolicy",
     "Retryable",
+    "ToolRequest",
     "Usage",
     "parse_json_object",
     "priced_usage",
@@ -86,6 +87,21 @@ class CompletionRequest:
     temperature: float = 0.7
     seed: int | None = None
     key: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolRequest:
+    """A native tool-calling turn: OpenAI-format messages (tool calls and tool results included) and tools.
+
+    Attributes:
+        messages: the conversation, in OpenAI chat format.
+        tools: OpenAI function tools, `{"type": "function", "function": {"name", "description", "parameters"}}`.
+    """
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    max_tokens: int = 1024
+    temperature: float = 0.7
 
 
 @dataclass(frozen=True)
@@ -181,6 +197,21 @@ class Backend(ABC):
             BackendUnavailable: retryable failures outlasted `max_attempts`.
             BackendRejected, BackendOutputError: failures retrying cannot fix.
         """
+        return await self._resilient(lambda timeout: self.generate(request, timeout))
+
+    supports_tools: bool = False
+    """Whether `complete_tools` (the provider's native tool calling) is available."""
+
+    async def generate_tools(self, request: ToolRequest, timeout: float) -> Completion:
+        """One attempt at a native tool-calling turn; providers that have one override it."""
+        raise NotImplementedError(f"{self.spec} has no native tool calling; use a structured action instead")
+
+    async def complete_tools(self, request: ToolRequest) -> Completion:
+        """A native tool-calling turn (`data` = {"message", "tool_calls": [{"id", "name", "arguments"}]}), with
+        the same retries, deadline and concurrency cap as `complete`."""
+        return await self._resilient(lambda timeout: self.generate_tools(request, timeout))
+
+    async def _resilient(self, attempt: Callable[[float], Awaitable[Completion]]) -> Completion:
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.max_concurrency)
         policy = self.retry
@@ -196,7 +227,7 @@ class Backend(ABC):
                 attempts += 1
                 try:
                     async with asyncio.timeout(remaining):
-                        completion = await self.generate(request, remaining)
+                        completion = await attempt(remaining)
                 except TimeoutError:
                     timed_out = True
                     break

@@ -21,6 +21,7 @@ from ._base import (
     CompletionRequest,
     Retryable,
     RetryPolicy,
+    ToolRequest,
     Usage,
     priced_usage,
     status_failure,
@@ -77,8 +78,61 @@ class AnthropicBackend(Backend):
         if system:
             kwargs["system"] = system
         start = time.monotonic()
+        response = await self._create(kwargs)
+        blocks = [b for b in (getattr(response, "content", None) or []) if getattr(b, "type", "") == "tool_use"]
+        if not blocks or not isinstance(blocks[0].input, dict):
+            raise BackendOutputError(f"{self.spec}: the model did not call the {request.schema_name!r} tool")
+        data = dict(blocks[0].input)
+        return Completion(
+            data=data,
+            text=json.dumps(data),
+            model=response.model or self.model,
+            usage=self._usage(response),
+            latency_ms=(time.monotonic() - start) * 1000,
+        )
+
+    supports_tools = True
+
+    async def generate_tools(self, request: ToolRequest, timeout: float) -> Completion:
+        """One native tool-use turn: OpenAI-format messages become Anthropic content blocks."""
+        system, messages = _to_anthropic(request.messages)
+        tools = [
+            {
+                "name": t["function"]["name"],
+                "description": t["function"].get("description", ""),
+                "input_schema": t["function"]["parameters"],
+            }
+            for t in request.tools
+        ]
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "messages": messages,
+            "tools": tools,
+            "timeout": timeout,
+        }
+        if system:
+            kwargs["system"] = system
+        start = time.monotonic()
+        response = await self._create(kwargs)
+        text = "".join(getattr(b, "text", "") for b in response.content if getattr(b, "type", "") == "text")
+        calls = [
+            {"id": b.id, "name": b.name, "arguments": dict(b.input) if isinstance(b.input, dict) else {}}
+            for b in response.content
+            if getattr(b, "type", "") == "tool_use"
+        ]
+        data = {"message": text, "tool_calls": calls}
+        return Completion(
+            data=data,
+            text=json.dumps(data),
+            model=response.model or self.model,
+            usage=self._usage(response),
+            latency_ms=(time.monotonic() - start) * 1000,
+        )
+
+    async def _create(self, kwargs: dict[str, Any]) -> Any:
         try:
-            response = await self._client.messages.create(**kwargs)
+            return await self._client.messages.create(**kwargs)
         except anthropic.APITimeoutError as exc:
             raise Retryable(f"request timed out: {exc}") from None
         except anthropic.APIConnectionError as exc:
@@ -87,21 +141,43 @@ class AnthropicBackend(Backend):
             raise status_failure(self.spec, exc.status_code, exc.body, str(exc.message), exc.response.headers) from None
         except anthropic.APIResponseValidationError as exc:
             raise BackendOutputError(f"{self.spec}: malformed response body: {exc}") from None
-        blocks = [b for b in (getattr(response, "content", None) or []) if getattr(b, "type", "") == "tool_use"]
-        if not blocks or not isinstance(blocks[0].input, dict):
-            raise BackendOutputError(f"{self.spec}: the model did not call the {request.schema_name!r} tool")
-        data = dict(blocks[0].input)
-        usage = Usage(calls=1)
-        if response.usage is not None:
-            prompt, completion = response.usage.input_tokens, response.usage.output_tokens
-            usage = priced_usage(prompt, completion, PRICES.get(self.model))
-        return Completion(
-            data=data,
-            text=json.dumps(data),
-            model=response.model or self.model,
-            usage=usage,
-            latency_ms=(time.monotonic() - start) * 1000,
-        )
+
+    def _usage(self, response: Any) -> Usage:
+        if response.usage is None:
+            return Usage(calls=1)
+        return priced_usage(response.usage.input_tokens, response.usage.output_tokens, PRICES.get(self.model))
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _to_anthropic(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """OpenAI chat messages -> (system, Anthropic messages): tool calls become tool_use blocks and tool results
+    tool_result blocks in a user turn (consecutive results share one)."""
+    system = "\n\n".join(str(m.get("content") or "") for m in messages if m["role"] == "system")
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m["role"] == "system":
+            continue
+        if m["role"] == "tool":
+            block = {"type": "tool_result", "tool_use_id": m.get("tool_call_id"), "content": str(m.get("content"))}
+            if out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], list):
+                out[-1]["content"].append(block)
+            else:
+                out.append({"role": "user", "content": [block]})
+        elif m["role"] == "assistant" and m.get("tool_calls"):
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": m["content"]}] if m.get("content") else []
+            for call in m["tool_calls"]:
+                args = call["function"]["arguments"]
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call["id"],
+                        "name": call["function"]["name"],
+                        "input": json.loads(args) if isinstance(args, str) else args,
+                    }
+                )
+            out.append({"role": "assistant", "content": blocks})
+        else:
+            out.append({"role": m["role"], "content": str(m.get("content") or "")})
+    return system, out

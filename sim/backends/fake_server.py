@@ -116,15 +116,24 @@ class FakeProvider:
             error = {"error": {"message": json.dumps(reply.answer), "type": "fake_error"}}
             return JSONResponse(error, status_code=reply.status, headers=reply.headers)
         content = json.dumps(reply.answer)
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if body.get("tools") and isinstance(reply.answer, dict) and "tool_calls" in reply.answer:  # native tool calls
+            calls = [
+                {
+                    "id": c.get("id") or f"call_{len(self.requests)}_{i}",
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+                }
+                for i, c in enumerate(reply.answer["tool_calls"])
+            ]
+            message = {"role": "assistant", "content": reply.answer.get("message") or None, "tool_calls": calls or None}
         return JSONResponse(
             {
                 "id": f"chatcmpl-{len(self.requests)}",
                 "object": "chat.completion",
                 "created": 0,
                 "model": body.get("model", "fake"),
-                "choices": [
-                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
-                ],
+                "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
                 "usage": {"prompt_tokens": 100, "completion_tokens": len(content) // 4, "total_tokens": 0},
             },
             headers=reply.headers,
@@ -138,13 +147,24 @@ class FakeProvider:
             error = {"type": "error", "error": {"type": "fake_error", "message": json.dumps(reply.answer)}}
             return JSONResponse(error, status_code=reply.status, headers=reply.headers)
         tool = (body.get("tool_choice") or {}).get("name", "respond")
+        content: list[dict[str, Any]] = [{"type": "tool_use", "id": "toolu_1", "name": tool, "input": reply.answer}]
+        if not body.get("tool_choice") and isinstance(reply.answer, dict) and "tool_calls" in reply.answer:
+            content = [{"type": "text", "text": reply.answer.get("message") or ""}] + [
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_{len(self.requests)}_{i}",
+                    "name": c["name"],
+                    "input": c["arguments"],
+                }
+                for i, c in enumerate(reply.answer["tool_calls"])
+            ]
         return JSONResponse(
             {
                 "id": f"msg_{len(self.requests)}",
                 "type": "message",
                 "role": "assistant",
                 "model": body.get("model", "fake"),
-                "content": [{"type": "tool_use", "id": "toolu_1", "name": tool, "input": reply.answer}],
+                "content": content,
                 "stop_reason": "tool_use",
                 "stop_sequence": None,
                 "usage": {"input_tokens": 120, "output_tokens": 30},

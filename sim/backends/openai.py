@@ -22,6 +22,7 @@ from ._base import (
     CompletionRequest,
     Retryable,
     RetryPolicy,
+    ToolRequest,
     Usage,
     parse_json_object,
     priced_usage,
@@ -109,16 +110,62 @@ class OpenAIBackend(Backend):
         kwargs["max_tokens" if self.compatible else "max_completion_tokens"] = request.max_tokens
         if request.seed is not None:
             kwargs["seed"] = request.seed
+        timeout_s = kwargs.pop("timeout")
         start = time.monotonic()
+        response = await self._post(kwargs, timeout_s)
+        text = response.choices[0].message.content or ""
+        return Completion(
+            data=parse_json_object(text),
+            text=text,
+            model=response.model or self.model,
+            usage=self._usage(response),
+            latency_ms=(time.monotonic() - start) * 1000,
+        )
+
+    supports_tools = True
+
+    async def generate_tools(self, request: ToolRequest, timeout: float) -> Completion:
+        """One native tool-calling turn (`tools`, `tool_choice: auto`)."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": request.messages,
+            "tools": request.tools,
+            "tool_choice": "auto",
+        }
+        if self.compatible or not self.model.startswith(_FIXED_TEMPERATURE):
+            body["temperature"] = request.temperature
+        body["max_tokens" if self.compatible else "max_completion_tokens"] = request.max_tokens
+        start = time.monotonic()
+        response = await self._post(body, timeout)
+        message = response.choices[0].message
+        calls = []
+        for call in message.tool_calls or []:
+            fn = getattr(call, "function", None)
+            if fn is None:
+                continue
+            try:
+                arguments = json.loads(fn.arguments or "{}")
+            except json.JSONDecodeError:
+                arguments = {"_unparsed_arguments": fn.arguments}  # the server names the problem to the agent
+            calls.append({"id": call.id, "name": fn.name, "arguments": arguments})
+        data = {"message": message.content or "", "tool_calls": calls}
+        return Completion(
+            data=data,
+            text=json.dumps(data),
+            model=response.model or self.model,
+            usage=self._usage(response),
+            latency_ms=(time.monotonic() - start) * 1000,
+        )
+
+    async def _post(self, body: dict[str, Any], timeout: float) -> ChatCompletion:
         try:
             # The SDK's `create` walks every parameter through its type transforms, which costs more CPU than
             # the rest of a simulated call for simia's large prompts; `post` sends the same JSON body.
-            timeout_s = kwargs.pop("timeout")
             response = await self._client.post(
                 "/chat/completions",
-                body=kwargs,
+                body=body,
                 cast_to=ChatCompletion,
-                options={"timeout": timeout_s, "security": {"bearer_auth": True}},  # type: ignore[typeddict-unknown-key]
+                options={"timeout": timeout, "security": {"bearer_auth": True}},  # type: ignore[typeddict-unknown-key]
             )
         except openai.APITimeoutError as exc:
             raise Retryable(f"request timed out: {exc}") from None
@@ -130,19 +177,12 @@ class OpenAIBackend(Backend):
             raise BackendOutputError(f"{self.spec}: malformed response body: {exc}") from None
         if not getattr(response, "choices", None):
             raise BackendOutputError(f"{self.spec}: response has no choices")
-        text = response.choices[0].message.content or ""
-        data = parse_json_object(text)
-        usage = Usage(calls=1)
-        if response.usage is not None:
-            prompt, completion = response.usage.prompt_tokens, response.usage.completion_tokens
-            usage = priced_usage(prompt, completion, PRICES.get(self.model))
-        return Completion(
-            data=data,
-            text=text,
-            model=response.model or self.model,
-            usage=usage,
-            latency_ms=(time.monotonic() - start) * 1000,
-        )
+        return response
+
+    def _usage(self, response: ChatCompletion) -> Usage:
+        if response.usage is None:
+            return Usage(calls=1)
+        return priced_usage(response.usage.prompt_tokens, response.usage.completion_tokens, PRICES.get(self.model))
 
     async def aclose(self) -> None:
         await self._client.close()
