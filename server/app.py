@@ -220,6 +220,7 @@ class SimiaApp:
                 continue
             if abandoned:
                 log.info("marked %d idle episode(s) abandoned", len(abandoned))
+                self.mcp.forget(set(abandoned))
 
     async def _api_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)

@@ -115,6 +115,11 @@ class McpEndpoints:
         self.episode_app: Starlette = self.episode_server.streamable_http_app(**common)  # type: ignore[arg-type]
         self.world_app: Starlette = self.world_server.streamable_http_app(**common)  # type: ignore[arg-type]
 
+    def forget(self, episode_ids: set[str]) -> None:
+        """Drop the session mappings of episodes that are no longer active (their sessions expired)."""
+        for session in [s for s, e in self.sessions.items() if e in episode_ids]:
+            del self.sessions[session]
+
     # -- /episodes/{episode_id}/mcp ----------------------------------------------------------------
 
     async def _episode_list_tools(

@@ -85,3 +85,21 @@ async def test_restarting_the_store_continues_episodes_from_the_last_committed_s
     event = await reopened.call(episode.id, "", "get_item", {"name": "milk"})
     assert (event.seq, event.output) == (2, {"name": "milk", "qty": 9})
     await reopened.store.close()
+
+
+async def test_idle_episodes_are_abandoned_with_their_events_kept(tmp_path: Path, mock_answer: Any) -> None:
+    import pytest
+
+    from simia.server.errors import Conflict
+
+    service = await service_for(tmp_path, mock_answer)
+    service.settings.idle_timeout = 0.0  # everything is idle at once
+    episode = await service.create("mock")
+    await service.call(episode.id, "", "list_items", {})
+    assert await service.sweep_idle() == [episode.id]
+    stored = await service.store.get_episode(episode.id)
+    assert stored is not None and (stored.status, stored.status_reason) == ("abandoned", "idle timeout")
+    assert len(await service.store.events(episode.id)) == 1  # the partial trajectory is kept
+    with pytest.raises(Conflict, match="is abandoned; start a new one"):
+        await service.call(episode.id, "", "list_items", {})
+    await service.store.close()
