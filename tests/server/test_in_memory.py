@@ -89,7 +89,6 @@ async def test_restarting_the_store_continues_episodes_from_the_last_committed_s
 
 async def test_idle_episodes_are_abandoned_with_their_events_kept(tmp_path: Path, mock_answer: Any) -> None:
     import pytest
-
     from simia.server.errors import Conflict
 
     service = await service_for(tmp_path, mock_answer)
