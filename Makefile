@@ -31,4 +31,4 @@ check: lint typecheck test ## everything
 ci: test ## the CI entry point
 
 bench: ## run the benchmarks (print ratios)
-	for f in bench/*.py; do $(PY) $$f || exit 1; done
+	for f in bench/[!_]*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
