@@ -23,9 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 WORLDS = ROOT / "tool_specs"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
-# Tests must never reach a real provider by accident.
+# Tests must never reach a real provider (or the Hugging Face hub) by accident.
 for _key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
     os.environ.pop(_key, None)
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 
 @pytest.fixture

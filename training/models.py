@@ -10,7 +10,6 @@ from typing import Any
 
 __all__ = ["cache_dir", "generation_template", "load_model", "load_tokenizer", "tiny_model", "tool_chat_template"]
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
