@@ -60,14 +60,19 @@ class EpisodeRun:
     episode_id: str = ""
 
 
-def _system(policy: str, tools: list[types.Tool]) -> str:
+def _system(policy: str, tools: list[types.Tool], *, native: bool) -> str:
+    intro = (
+        "You are a customer service agent. Help the user by calling tools; never invent facts that the tools did "
+        "not return. Follow the policy.\n\n"
+        f"# Policy\n{policy or '(none)'}"
+    )
+    if native:  # the provider receives the tools themselves
+        return intro
     cards = "\n".join(
         f"- {t.name}({schema_signature(t.input_schema)}): {' '.join((t.description or '').split())}" for t in tools
     )
     return (
-        "You are a customer service agent. Help the user by calling tools; never invent facts that the tools did "
-        "not return. Follow the policy.\n\n"
-        f"# Policy\n{policy or '(none)'}\n\n# Tools\n{cards}\n\n"
+        f"{intro}\n\n# Tools\n{cards}\n\n"
         '# Answer format\nOne JSON object: {"message": text for the user, "tool_calls": [{"name", "arguments"}]}. '
         "Call tools when you need information or must act; answer with an empty tool_calls list to reply to the user."
     )
@@ -131,7 +136,7 @@ class Agent:
             }
             for t in tools
         ]
-        run = EpisodeRun(transcript=[{"role": "system", "content": _system(policy, tools)}])
+        run = EpisodeRun(transcript=[{"role": "system", "content": _system(policy, tools, native=native)}])
         if listed.meta:
             run.episode_id = str(listed.meta.get("simia/episode", ""))
         view: list[dict[str, Any]] = [dict(run.transcript[0])]  # what the model reads (plain roles)

@@ -38,8 +38,9 @@ async def test_the_pydantic_ai_recipe_calls_simulated_tools(make_server: Any) ->
     assert result["milk"] == 4 and "4" in result["output"]
 
 
-async def test_the_openai_agents_sdk_recipe_calls_simulated_tools(make_server: Any) -> None:
+async def test_the_openai_agents_sdk_recipe_calls_simulated_tools(make_server: Any, monkeypatch: Any) -> None:
     pytest.importorskip("agents", reason="install the `recipes` extra")
+    monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")  # no key here: nothing to export traces to
     async with make_server() as server:
         result = await recipe("openai_agents_sdk").main(server.url)
     assert result["milk"] == 4 and '"qty": 4' in result["output"]
