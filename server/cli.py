@@ -235,40 +235,31 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
         tasks = select_tasks(world, args.tasks)
         agent = resolve_backend(args.agent, base_url=args.base_url, env=os.environ, max_concurrency=args.concurrency)
         user = resolve_backend(args.user, base_url=args.base_url, env=os.environ, max_concurrency=args.concurrency)
+        sim = None if args.server else resolve_backend(args.sim_backend, base_url=args.base_url, env=os.environ)
     except (BackendConfigError, ValueError) as exc:
         raise SystemExit(f"error: {exc}") from None
     out = Path(args.out)
 
+    def config(server: str) -> RolloutConfig:
+        return RolloutConfig(
+            server=server,
+            world=world,
+            tasks=tasks,
+            n=args.n,
+            concurrency=args.concurrency,
+            max_turns=args.max_turns,
+            out=out,
+            retries=args.retries,
+            token=args.token,
+            seed=args.seed,
+        )
+
     async def run() -> Any:
-        if args.server:
-            config = RolloutConfig(
-                server=args.server,
-                world=world,
-                tasks=tasks,
-                n=args.n,
-                concurrency=args.concurrency,
-                max_turns=args.max_turns,
-                out=out,
-                retries=args.retries,
-                token=args.token,
-                seed=args.seed,
-            )
-            return await rollout(config, agent, user)
-        sim = resolve_backend(args.sim_backend, base_url=args.base_url, env=os.environ)
+        if sim is None:
+            return await rollout(config(args.server), agent, user)
         out.mkdir(parents=True, exist_ok=True)
         async with in_process_server({world.name: world}, sim, out / "simia.db", sim) as url:
-            config = RolloutConfig(
-                server=url,
-                world=world,
-                tasks=tasks,
-                n=args.n,
-                concurrency=args.concurrency,
-                max_turns=args.max_turns,
-                out=out,
-                retries=args.retries,
-                seed=args.seed,
-            )
-            return await rollout(config, agent, user)
+            return await rollout(config(url), agent, user)
 
     try:
         summary = asyncio.run(run())

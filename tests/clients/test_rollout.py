@@ -127,3 +127,59 @@ def test_tasks_are_selected_by_all_id_or_file(tmp_path: Path) -> None:
     assert [t.id for t in select_tasks(MOCK, str(listing))] == ["no_bananas", "count_apples"]
     with pytest.raises(ValueError, match="neither 'all', a task id"):
         select_tasks(MOCK, "fly")
+
+
+def test_the_rollout_command_serves_in_process_and_writes_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from simia.server.cli import main
+
+    agent = tmp_path / "agent.json"
+    agent.write_text(
+        json.dumps(
+            [
+                {
+                    "match": "Set the milk",
+                    "data": {
+                        "message": "",
+                        "tool_calls": [{"name": "set_quantity", "arguments": {"name": "milk", "qty": 4}}],
+                    },
+                },
+                {"data": {"message": "Done.", "tool_calls": []}},
+            ]
+        )
+    )
+    out = tmp_path / "out"
+    assert (
+        main(
+            [
+                "rollout",
+                "--world",
+                "mock",
+                "--tasks",
+                "restock_milk",
+                "--agent",
+                f"scripted:{agent}",
+                "--user",
+                f"scripted:{agent}",
+                "--sim-backend",
+                f"scripted:{ROOT / 'tests/fixtures/mock_script.json'}",
+                "--worlds-dir",
+                str(ROOT / "tool_specs"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    [result] = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    # the in-process judge is the scripted simulator, which cannot answer as a judge: judge_error, no reward
+    assert (result["status"], result["reward"], result["verdict_status"], result["tool_calls"]) == (
+        "judged",
+        None,
+        "judge_error",
+        1,
+    )
+    assert capsys.readouterr().out.splitlines()[1].split() == ["restock_milk", "1", "1", "0", "0", "-"]
+    with pytest.raises(SystemExit, match="Did you mean 'openai'"):
+        main(["rollout", "--world", "mock", "--agent", "opnai:x", "--out", str(out)])
