@@ -123,6 +123,7 @@ class Simulator:
         self.temperature = temperature
         self.max_argument_bytes = max_argument_bytes
         self._system: dict[str, str] = {}
+        self._schemas: dict[tuple[str, str], dict[str, Any]] = {}  # (world hash, tool) -> answer schema
 
     def build_messages(
         self, world: World, state: dict[str, Any], window: Sequence[PastCall], call: ToolCall
@@ -161,7 +162,9 @@ class Simulator:
             code = "unknown_tool" if tool is None else "invalid_arguments"
             return _agent_error(call, state, code, problem or "")
         start = time.monotonic()
-        schema = answer_schema(tool)
+        schema = self._schemas.get((world.content_hash, tool.name))
+        if schema is None:  # built once per tool, not on every call
+            schema = self._schemas[(world.content_hash, tool.name)] = answer_schema(tool)
         key = replay_key = None
         if seed is not None:
             digest = state_hash(state)
