@@ -114,17 +114,7 @@ class EpisodeService:
                 ids = ", ".join(t.id for t in world.tasks) or "(this world has no tasks)"
                 raise NotFound(f"unknown task {task!r} in world {world.name!r}; tasks: {ids}")
             state = apply_patch(state, spec.initial_state_patch, world.state_schema)
-        episode = EpisodeRecord(
-            id=new_episode_id(),
-            world=world.name,
-            world_hash=world.content_hash,
-            initial_state=state,
-            state=state,
-            task=task,
-            seed=seed,
-            principal=principal,
-        )
-        return await self._open(episode)
+        return await self._open(world, state, task=task, seed=seed, principal=principal)
 
     async def fork(self, episode_id: str, *, step: int | None, principal: str) -> EpisodeRecord:
         """A new active episode starting from `episode_id`'s state after `step` (default: its last step)."""
@@ -136,12 +126,9 @@ class EpisodeService:
             raise BadRequest(f"step must be between 0 and {parent.seq} (the episode's last step), got {step}")
         await self._check_capacity()
         state = await self.store.state_at(parent.id, step)
-        episode = EpisodeRecord(
-            id=new_episode_id(),
-            world=world.name,
-            world_hash=world.content_hash,
-            initial_state=state,
-            state=state,
+        return await self._open(
+            world,
+            state,
             task=parent.task,
             seed=parent.seed,
             principal=principal,
@@ -149,9 +136,17 @@ class EpisodeService:
             fork_step=step,
             group_id=parent.group_id or parent.id,
         )
-        return await self._open(episode)
 
-    async def _open(self, episode: EpisodeRecord) -> EpisodeRecord:
+    async def _open(self, world: World, state: dict[str, Any], **fields: Any) -> EpisodeRecord:
+        """Create, store and remember a new active episode of `world` starting from `state`."""
+        episode = EpisodeRecord(
+            id=new_episode_id(),
+            world=world.name,
+            world_hash=world.content_hash,
+            initial_state=state,
+            state=state,
+            **fields,
+        )
         await self.store.create_episode(episode)
         self._remember(episode)
         self.metrics.episodes.labels(episode.world).inc()

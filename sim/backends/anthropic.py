@@ -83,13 +83,7 @@ class AnthropicBackend(Backend):
         if not blocks or not isinstance(blocks[0].input, dict):
             raise BackendOutputError(f"{self.spec}: the model did not call the {request.schema_name!r} tool")
         data = dict(blocks[0].input)
-        return Completion(
-            data=data,
-            text=json.dumps(data),
-            model=response.model or self.model,
-            usage=self._usage(response),
-            latency_ms=(time.monotonic() - start) * 1000,
-        )
+        return self._completion(data, response, start)
 
     supports_tools = True
 
@@ -122,13 +116,7 @@ class AnthropicBackend(Backend):
             if getattr(b, "type", "") == "tool_use"
         ]
         data = {"message": text, "tool_calls": calls}
-        return Completion(
-            data=data,
-            text=json.dumps(data),
-            model=response.model or self.model,
-            usage=self._usage(response),
-            latency_ms=(time.monotonic() - start) * 1000,
-        )
+        return self._completion(data, response, start)
 
     async def _create(self, kwargs: dict[str, Any]) -> Any:
         try:
@@ -141,6 +129,15 @@ class AnthropicBackend(Backend):
             raise status_failure(self.spec, exc.status_code, exc.body, str(exc.message), exc.response.headers) from None
         except anthropic.APIResponseValidationError as exc:
             raise BackendOutputError(f"{self.spec}: malformed response body: {exc}") from None
+
+    def _completion(self, data: dict[str, Any], response: Any, start: float) -> Completion:
+        return Completion(
+            data=data,
+            text=json.dumps(data),
+            model=response.model or self.model,
+            usage=self._usage(response),
+            latency_ms=(time.monotonic() - start) * 1000,
+        )
 
     def _usage(self, response: Any) -> Usage:
         if response.usage is None:
