@@ -65,7 +65,7 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = _guard_headers(scope["headers"])
         if not _host_allowed(headers.get("host"), self.hosts):
             await _error(
                 421,
@@ -98,6 +98,14 @@ class Guard:
             principal = found
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)
+
+
+_GUARD_HEADERS = {b"host", b"origin", b"authorization"}
+
+
+def _guard_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """The headers the guard reads (ASGI servers send names in lower case)."""
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in raw if k.lower() in _GUARD_HEADERS}
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:

@@ -35,6 +35,7 @@ __all__ = ["EpisodeGate", "McpEndpoints", "WorldGate", "call_result", "failure_r
 
 log = logging.getLogger("simia.mcp")
 META_EPISODE = "simia/episode"
+_key_json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
 
 
 def tool_list(world: World) -> list[types.Tool]:
@@ -57,8 +58,8 @@ def request_key(ctx: ServerRequestContext[Any], name: str, arguments: dict[str, 
     if ctx.request_id is None:
         return None
     session = _request(ctx).headers.get("mcp-session-id", "")
-    raw = json.dumps([session, ctx.request_id, name, arguments], sort_keys=True, default=str)
-    return hashlib.sha256(raw.encode()).hexdigest()
+    raw = _key_json([session, ctx.request_id, name, arguments])
+    return hashlib.blake2b(raw.encode(), digest_size=16).hexdigest()
 
 
 def call_result(event: EventRecord, episode_id: str) -> types.CallToolResult:

@@ -10,11 +10,20 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from .world import ToolSpec, World
 
-__all__ = ["PROMPT_VERSION", "PastCall", "answer_schema", "schema_signature", "system_prompt", "user_prompt"]
+__all__ = [
+    "PROMPT_VERSION",
+    "PastCall",
+    "answer_schema",
+    "compact_json",
+    "schema_signature",
+    "system_prompt",
+    "user_prompt",
+]
 
 PROMPT_VERSION = "sim-1"
 
@@ -43,6 +52,12 @@ class PastCall:
     arguments: dict[str, Any]
     output: Any
     is_error: bool
+
+    @cached_property
+    def line(self) -> str:
+        """The call as a window line, rendered once (a call appears in the windows of many later calls)."""
+        outcome = "ERROR " if self.is_error else ""
+        return f"{self.tool} {_short(self.arguments, 200)} -> {outcome}{_short(self.output, 160)}"
 
 
 def schema_signature(schema: Any, depth: int = 0) -> str:
@@ -154,34 +169,41 @@ def system_prompt(world: World, *, example_chars: int = 4000) -> str:
     return "\n\n".join(sections)
 
 
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_compact_any = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+
+
 def _short(value: Any, limit: int) -> str:
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = _compact_any(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def user_prompt(
     tool: str,
     arguments: dict[str, Any],
-    state_view: dict[str, Any],
+    state_text: str,
     window: Sequence[PastCall],
     *,
     sliced: bool,
 ) -> str:
-    """The changing part: recent calls, the state and the call."""
+    """The changing part: recent calls, the state (as JSON text) and the call."""
     lines: list[str] = []
     if window:
         lines.append("Recent calls (oldest first):")
-        for i, past in enumerate(window, start=1):
-            outcome = "ERROR " if past.is_error else ""
-            lines.append(f"{i}. {past.tool} {_short(past.arguments, 200)} -> {outcome}{_short(past.output, 160)}")
+        lines.extend(f"{i}. {past.line}" for i, past in enumerate(window, start=1))
         lines.append("")
     note = " (records this call does not mention are abbreviated or left out; they exist unchanged)" if sliced else ""
     lines.append(f"Current state{note}:")
-    lines.append(json.dumps(state_view, ensure_ascii=False, separators=(",", ":")))
+    lines.append(state_text)
     lines.append("")
     lines.append(f"Call: {tool}")
-    lines.append(f"Arguments: {json.dumps(arguments, ensure_ascii=False, separators=(',', ':'))}")
+    lines.append(f"Arguments: {compact_json(arguments)}")
     return "\n".join(lines)
+
+
+def compact_json(value: Any) -> str:
+    """JSON as prompts show it: no spaces, Unicode as is."""
+    return _compact(value)
 
 
 _PATCH_OP = {

@@ -20,12 +20,14 @@ from .cache import ResponseCache, cache_key
 from .errors import BackendError, BackendOutputError, StateError
 from .loader import validate_instance
 from .prompts import PROMPT_VERSION, PastCall, answer_schema, system_prompt, user_prompt
-from .state import apply_patch, needles_of, slice_state, state_hash
+from .state import apply_patch, needles_of, state_hash, state_text
 from .world import ToolSpec, World
 
 __all__ = ["ErrorKind", "Simulator", "Step", "ToolCall", "check_call"]
 
 ErrorKind = Literal["agent", "infra"]
+
+_unicode_json = json.JSONEncoder(ensure_ascii=False).encode
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ def check_call(world: World, call: ToolCall, *, max_argument_bytes: int = 32_768
     if tool is None:
         names = ", ".join(t.name for t in world.tools)
         return None, f"Unknown tool {call.tool!r}. Available tools: {names}."
-    size = len(json.dumps(call.arguments, ensure_ascii=False).encode())
+    size = len(_unicode_json(call.arguments).encode())
     if size > max_argument_bytes:
         return tool, f"Arguments are too large ({size} bytes; the limit is {max_argument_bytes})."
     problems = validate_instance(tool.input_schema, call.arguments)
@@ -134,10 +136,10 @@ class Simulator:
             system = self._system[world.content_hash] = system_prompt(world)
         recent = list(window)[-world.simulator.window :] if world.simulator.window else []
         needles = needles_of([call.arguments])
-        view, sliced = slice_state(state, needles, world.simulator.max_state_chars)
+        text, sliced = state_text(state, needles, world.simulator.max_state_chars)
         return [
             {"role": "system", "content": system},
-            {"role": "user", "content": user_prompt(call.tool, call.arguments, view, recent, sliced=sliced)},
+            {"role": "user", "content": user_prompt(call.tool, call.arguments, text, recent, sliced=sliced)},
         ]
 
     async def step(
@@ -280,7 +282,7 @@ class Simulator:
             new_state = apply_patch(state, patch, world.state_schema)
         except StateError as exc:
             return str(exc)
-        text = json.dumps(output, ensure_ascii=False)
+        text = _unicode_json(output)
         return Step(tool.name, {}, output, text, False, new_state, state_patch=patch)
 
 

@@ -12,14 +12,14 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-import jsonpatch
 import jsonpointer
 
 from .errors import StateError
 from .loader import validate_instance
+from .prompts import compact_json
 from .world import canonical_json
 
-__all__ = ["apply_patch", "is_missing", "needles_of", "resolve_pointer", "slice_state", "state_hash"]
+__all__ = ["apply_patch", "is_missing", "needles_of", "resolve_pointer", "slice_state", "state_hash", "state_text"]
 
 _MISSING = object()
 
@@ -29,22 +29,21 @@ def state_hash(state: dict[str, Any]) -> str:
 
 
 def apply_patch(state: dict[str, Any], patch: list[dict[str, Any]], schema: dict[str, Any] | None) -> dict[str, Any]:
-    """Apply `patch` to a copy of `state` and check the result against `schema`.
+    """Apply the RFC 6902 `patch` to `state` and check the result against `schema`.
+
+    States are values: `state` is never modified. The new state copies only the
+    objects and arrays on the patched paths and shares every other part with
+    `state` (so a call costs what its patch touches, not the size of the world).
 
     Returns:
-        The new state; `state` itself is never modified.
+        The new state (`state` itself when the patch is empty).
 
     Raises:
         StateError: the patch is malformed, does not apply, or breaks the schema.
     """
     if not patch:
         return state
-    try:
-        new = jsonpatch.apply_patch(state, patch, in_place=False)  # copies: `state` is never modified
-    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
-        raise StateError(f"state_patch does not apply: {exc}") from None
-    except (TypeError, KeyError, ValueError, AttributeError) as exc:
-        raise StateError(f"state_patch is malformed: {type(exc).__name__}: {exc}") from None
+    new = _Patcher(state).apply(patch)
     if not isinstance(new, dict):
         raise StateError("state_patch replaced the state with a non-object")
     if schema is not None:
@@ -52,6 +51,184 @@ def apply_patch(state: dict[str, Any], patch: list[dict[str, Any]], schema: dict
         if problems:
             raise StateError("patched state breaks state_schema: " + "; ".join(problems[:3]))
     return new
+
+
+class _Patcher:
+    """RFC 6902 on a document shared with its original: containers are copied when first written."""
+
+    def __init__(self, document: Any) -> None:
+        self.root = document
+        self.own: dict[int, Any] = {}  # id -> a container this patch created (kept alive, so ids stay unique)
+
+    def apply(self, patch: list[dict[str, Any]]) -> Any:
+        if not isinstance(patch, list):
+            raise StateError("state_patch is malformed: it must be a list of operations")
+        for index, op in enumerate(patch):
+            try:
+                self._op(op)
+            except _PatchFailure as exc:
+                raise StateError(f"state_patch does not apply: operation {index} ({_describe(op)}): {exc}") from None
+        return self.root
+
+    def _op(self, op: Any) -> None:
+        if not isinstance(op, dict) or not isinstance(op.get("path"), str):
+            raise _PatchFailure("each operation needs an 'op' and a string 'path'")
+        kind, path = op.get("op"), _tokens(op["path"])
+        if kind in ("add", "replace", "test") and "value" not in op:
+            raise _PatchFailure(f"'{kind}' needs a 'value'")
+        if kind in ("move", "copy") and not isinstance(op.get("from"), str):
+            raise _PatchFailure(f"'{kind}' needs a string 'from'")
+        if kind == "add":
+            self._add(path, _copy_json(op["value"]))
+        elif kind == "remove":
+            self._remove(path)
+        elif kind == "replace":
+            self._replace(path, _copy_json(op["value"]))
+        elif kind == "test":
+            if not _json_equal(_get(self.root, path), op["value"]):
+                raise _PatchFailure(f"test failed: the value at {op['path']!r} is not {op['value']!r}")
+        elif kind == "move":
+            source = _tokens(op["from"])
+            if path[: len(source)] == source and len(path) > len(source):
+                raise _PatchFailure("cannot move a value into one of its own children")
+            value = _get(self.root, source)
+            if source == path:
+                return  # moving a value onto itself changes nothing
+            self._remove(source)
+            self._add(path, value)
+        elif kind == "copy":
+            self._add(path, _copy_json(_get(self.root, _tokens(op["from"]))))
+        else:
+            raise _PatchFailure(f"unknown op {kind!r}; use add, remove, replace, move, copy or test")
+
+    def _owned(self, container: Any) -> Any:
+        if id(container) in self.own:
+            return container
+        copy = dict(container) if isinstance(container, dict) else list(container)
+        self.own[id(copy)] = copy
+        return copy
+
+    def _parent(self, path: list[str]) -> Any:
+        """The container that holds `path`'s last token, made writable along the way."""
+        if not isinstance(self.root, dict | list):
+            raise _PatchFailure("the document is not an object or array")
+        node = self.root = self._owned(self.root)
+        for depth, token in enumerate(path[:-1]):
+            child = _child(node, token, path[: depth + 1])
+            if not isinstance(child, dict | list):
+                raise _PatchFailure(f"{_pointer(path[: depth + 1])} is not an object or array")
+            child = self._owned(child)
+            if isinstance(node, dict):
+                node[token] = child
+            else:
+                node[_index(node, token, path[: depth + 1])] = child
+            node = child
+        return node
+
+    def _add(self, path: list[str], value: Any) -> None:
+        if not path:
+            self.root = value
+            return
+        parent, token = self._parent(path), path[-1]
+        if isinstance(parent, dict):
+            parent[token] = value
+        elif token == "-":
+            parent.append(value)
+        else:
+            parent.insert(_index(parent, token, path, end_ok=True), value)
+
+    def _replace(self, path: list[str], value: Any) -> None:
+        if not path:
+            self.root = value
+            return
+        parent, token = self._parent(path), path[-1]
+        if isinstance(parent, dict):
+            if token not in parent:
+                raise _PatchFailure(f"nothing at {_pointer(path)} to replace")
+            parent[token] = value
+        else:
+            parent[_index(parent, token, path)] = value
+
+    def _remove(self, path: list[str]) -> None:
+        if not path:
+            raise _PatchFailure("cannot remove the whole document")
+        parent, token = self._parent(path), path[-1]
+        if isinstance(parent, dict):
+            if token not in parent:
+                raise _PatchFailure(f"nothing at {_pointer(path)}")
+            del parent[token]
+        else:
+            del parent[_index(parent, token, path)]
+
+
+class _PatchFailure(Exception):
+    pass
+
+
+def _tokens(pointer: str) -> list[str]:
+    if pointer == "":
+        return []
+    if not pointer.startswith("/"):
+        raise _PatchFailure(f"path {pointer!r} must be '' or start with '/'")
+    return [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
+
+
+def _pointer(tokens: list[str]) -> str:
+    return "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in tokens)
+
+
+def _index(array: list[Any], token: str, path: list[str], *, end_ok: bool = False) -> int:
+    if not token.isdigit() or (token != "0" and token.startswith("0")) or not token.isascii():
+        raise _PatchFailure(f"{_pointer(path)}: {token!r} is not an array index")
+    index = int(token)
+    if index > len(array) or (index == len(array) and not end_ok):
+        raise _PatchFailure(f"{_pointer(path)}: index {index} is out of range (the array has {len(array)} items)")
+    return index
+
+
+def _child(node: Any, token: str, path: list[str]) -> Any:
+    if isinstance(node, dict):
+        if token not in node:
+            raise _PatchFailure(f"nothing at {_pointer(path)}")
+        return node[token]
+    if isinstance(node, list):
+        return node[_index(node, token, path)]
+    raise _PatchFailure(f"{_pointer(path[:-1])} is not an object or array")
+
+
+def _get(document: Any, path: list[str]) -> Any:
+    node = document
+    for depth, token in enumerate(path):
+        node = _child(node, token, path[: depth + 1])
+    return node
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    """Equality as RFC 6902's `test` defines it: JSON types must match (true is not 1)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(v, b[k]) for k, v in a.items())
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict | list) or isinstance(b, dict | list):
+        return False
+    return bool(a == b)
+
+
+def _copy_json(value: Any) -> Any:
+    """A private copy of a JSON value from a patch (scalars are immutable and shared)."""
+    if isinstance(value, dict):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(v) for v in value]
+    return value
+
+
+def _describe(op: Any) -> str:
+    if isinstance(op, dict):
+        return f"{op.get('op')!s} {op.get('path')!s}"
+    return type(op).__name__
 
 
 def resolve_pointer(state: Any, pointer: str) -> Any:
@@ -100,6 +277,19 @@ def _stub(record: Any) -> Any:
         for k, v in record.items()
         if (isinstance(v, int | float | bool) or v is None) or (isinstance(v, str) and len(v) <= 40)
     }
+
+
+def state_text(state: dict[str, Any], needles: set[str], max_chars: int) -> tuple[str, bool]:
+    """The state as the simulator's prompt shows it: compact JSON, sliced (see `slice_state`) when too long.
+
+    Returns:
+        (the JSON text, whether it was sliced).
+    """
+    text = compact_json(state)
+    if len(text) <= max_chars:
+        return text, False
+    view, sliced = slice_state(state, needles, max_chars)
+    return compact_json(view), sliced
 
 
 def slice_state(state: dict[str, Any], needles: set[str], max_chars: int) -> tuple[dict[str, Any], bool]:

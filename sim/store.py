@@ -1,16 +1,22 @@
-"""The store: episodes, their events and state snapshots, in SQLite (WAL) through a single writer.
+"""The store: episodes, their events and state snapshots, in SQLite (WAL) through a single connection.
 
-One thread owns the only connection (SQLite 3.40 corrupts WAL databases when
-two connections write or checkpoint at once). Concurrent requests are grouped:
-the writer takes every job waiting, runs each in its own savepoint inside one
-transaction, commits once, and only then answers them - so a reply reports only
-what is committed, and many concurrent calls share one fsync.
+One connection, used by one thread at a time (SQLite 3.40 corrupts WAL databases
+when two connections write or checkpoint at once). Concurrent requests are
+grouped: a batch runs each job in its own savepoint inside one transaction,
+commits once, and only then answers them - so a reply reports only what is
+committed, and many concurrent calls share one fsync.
+
+Batches run on a writer thread; with `synchronous` NORMAL or OFF (a commit does
+not wait for the disk) small indexed reads and writes ("point" jobs: a call's
+event, an episode's row) run instead as one batch per event-loop iteration on
+the loop's own thread, which is cheaper than two thread hops.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import queue
 import sqlite3
 import threading
@@ -22,10 +28,17 @@ from typing import Any, TypeVar
 
 from .cache import CACHE_TABLE_SQL
 from .prompts import PastCall
+from .state import apply_patch
 
 __all__ = ["EpisodeRecord", "EventRecord", "Store"]
 
 T = TypeVar("T")
+log = logging.getLogger("simia.store")
+SNAPSHOT_EVERY = 16
+"""A state-changing event writes a snapshot when the last one is this many events back; the states in
+between are the snapshot plus the events' patches (`state_at`), so a call does not write the whole state twice."""
+CHECKPOINT_EVERY = 500
+"""Inline commits between two WAL checkpoints (SQLite's own, every 1000 pages, would run on the event loop)."""
 
 SCHEMA_SQL = (
     """
@@ -76,7 +89,7 @@ CREATE TABLE IF NOT EXISTS events (
     created_at REAL NOT NULL,
     PRIMARY KEY (episode_id, seq)
 );
-CREATE UNIQUE INDEX IF NOT EXISTS events_request ON events (episode_id, request_key) WHERE request_key IS NOT NULL;
+DROP INDEX IF EXISTS events_request;
 CREATE TABLE IF NOT EXISTS snapshots (
     episode_id TEXT NOT NULL REFERENCES episodes (id),
     seq INTEGER NOT NULL,
@@ -199,6 +212,12 @@ _EVENT_COLUMNS = [
     "state_patch", "usage", "latency_ms", "model", "detail", "created_at",
 ]  # fmt: skip
 _JSON_EVENT = {"arguments", "output", "state_patch", "usage"}
+_IS_ERROR = _EVENT_COLUMNS.index("is_error")
+_INSERT_EVENT = "INSERT INTO events (episode_id, {}) VALUES ({})".format(
+    ", ".join(_EVENT_COLUMNS), ", ".join("?" * (len(_EVENT_COLUMNS) + 1))
+)
+_SELECT_BY_KEY = f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = ? AND request_key = ?"
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _episode_from_row(row: sqlite3.Row) -> EpisodeRecord:
@@ -250,6 +269,13 @@ class Store:
         columns = {row[1] for row in self._conn.execute("PRAGMA table_info(episodes)")}
         if "tokens" not in columns:  # databases written before token data was kept
             self._conn.execute("ALTER TABLE episodes ADD COLUMN tokens TEXT")
+        self._lock = threading.Lock()  # held by whoever uses the connection: the writer thread or an inline batch
+        self._inline: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
+        self._inline_ok = synchronous.upper() in ("NORMAL", "OFF") and not ack_before_commit
+        if self._inline_ok:  # checkpoints (which write the database file and sync it) move to the writer thread
+            self._conn.execute("PRAGMA wal_autocheckpoint=0")
+        self._inline_commits = 0
+        self._conn_closed = False
         self._thread = threading.Thread(target=self._writer, name="simia-store-writer", daemon=True)
         self._closed = False
         self._thread.start()
@@ -279,40 +305,86 @@ class Store:
                     self._queue.put(None)
                     break
                 jobs.append(job)
-            if not conn.in_transaction:
-                conn.execute("BEGIN IMMEDIATE")
-                pending_commit = time.monotonic()
-            for job in jobs:
-                conn.execute("SAVEPOINT job")
-                try:
-                    job.result = job.fn(conn)
-                    conn.execute("RELEASE job")
-                except BaseException as exc:
-                    conn.execute("ROLLBACK TO job")
-                    conn.execute("RELEASE job")
-                    job.error = exc
-            if self.ack_before_commit and time.monotonic() - pending_commit > 1.0:
-                conn.execute("COMMIT")
-            if not self.ack_before_commit:
-                try:
-                    conn.execute("COMMIT")
-                except sqlite3.Error as exc:
-                    for job in jobs:
-                        job.error = job.error or exc
+            checkpoint = [job for job in jobs if job.fn is _checkpoint]
+            jobs = [job for job in jobs if job.fn is not _checkpoint]
+            with self._lock:
+                if checkpoint:
+                    _checkpoint(conn)
+                if not jobs:
+                    pass
+                elif self.ack_before_commit:
+                    if not conn.in_transaction:
+                        conn.execute("BEGIN IMMEDIATE")
+                        pending_commit = time.monotonic()
+                    _run_jobs(conn, jobs)
+                    if time.monotonic() - pending_commit > 1.0:
+                        conn.execute("COMMIT")
+                else:
+                    _run_batch(conn, jobs)
             by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
-            for job in jobs:
+            for job in jobs + checkpoint:
                 by_loop.setdefault(job.loop, []).append(job)
             for loop, group in by_loop.items():  # one wake-up per loop and batch, not per job
                 loop.call_soon_threadsafe(_resolve_all, group)
-        if conn.in_transaction:
-            conn.execute("COMMIT")
-        conn.close()
+        with self._lock:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+            conn.close()
+            self._conn_closed = True
+        while True:  # jobs that arrived after the close: refuse them
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                job.error = None if job.fn is _checkpoint else RuntimeError("the store is closed")
+                job.loop.call_soon_threadsafe(_resolve_all, [job])
 
-    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Run the jobs this loop queued for inline execution, as one transaction, on the loop's thread.
+
+        Used when a commit does not wait for the disk (synchronous NORMAL or OFF): a batch of point
+        reads and writes then costs less than the two thread hops. When the writer thread holds
+        the connection, the jobs go to it instead.
+        """
+        jobs = self._inline.pop(loop, [])
+        if not jobs:
+            return
+        if not self._lock.acquire(blocking=False):
+            if self._closed:
+                _fail(jobs, RuntimeError("the store is closed"))
+                return
+            for job in jobs:
+                self._queue.put(job)
+            return
+        try:
+            if self._conn_closed:
+                _fail(jobs, RuntimeError("the store is closed"))
+                return
+            _run_batch(self._conn, jobs)
+        finally:
+            self._lock.release()
+        self._inline_commits += 1
+        if self._inline_commits >= CHECKPOINT_EVERY:
+            self._inline_commits = 0
+            self._queue.put(_Job(_checkpoint, loop))
+        _resolve_all(jobs)
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T], *, point: bool = False) -> T:
+        """Run `fn` on the connection inside a committed transaction; `point`: a small, indexed read or write,
+        which may run inline on the event loop when commits do not wait for the disk."""
         if self._closed:
             raise RuntimeError("the store is closed")
-        job = _Job(fn, asyncio.get_running_loop())
-        self._queue.put(job)
+        loop = asyncio.get_running_loop()
+        job = _Job(fn, loop)
+        if point and self._inline_ok:
+            pending = self._inline.get(loop)
+            if pending is None:
+                pending = self._inline[loop] = []
+                loop.call_soon(self._flush, loop)
+            pending.append(job)
+        else:
+            self._queue.put(job)
         result: T = await asyncio.shield(job.future)
         return result
 
@@ -337,14 +409,14 @@ class Store:
             conn.execute(f"INSERT INTO episodes ({', '.join(_EPISODE_COLUMNS)}) VALUES ({marks})", values)
             return episode
 
-        return await self._run(run)
+        return await self._run(run, point=True)
 
     async def get_episode(self, episode_id: str) -> EpisodeRecord | None:
         def run(conn: sqlite3.Connection) -> EpisodeRecord | None:
             row = conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
             return _episode_from_row(row) if row else None
 
-        return await self._run(run)
+        return await self._run(run, point=True)
 
     async def list_episodes(
         self,
@@ -435,29 +507,21 @@ class Store:
     async def commit_event(self, episode_id: str, event: EventRecord, new_state: dict[str, Any] | None) -> EventRecord:
         """Append `event` (and the new state, when it changed) in one transaction.
 
-        A retried request (same `request_key` in the same episode) is not applied
-        twice: the event already committed for it is returned instead.
+        Retries are recognised by the caller (`EpisodeService` keeps each live episode's
+        request keys, loaded with `request_keys`, and answers a retry with `find_event`
+        under the episode's lock); an index on random keys would cost every commit more
+        than the rest of its writes.
 
         Returns:
             The committed event, with its `seq`.
         """
 
         def run(conn: sqlite3.Connection) -> EventRecord:
-            if event.request_key is not None:
-                row = conn.execute(
-                    f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = ? AND request_key = ?",
-                    (episode_id, event.request_key),
-                ).fetchone()
-                if row:
-                    return _event_from_row(row)
             seq = int(conn.execute("SELECT seq FROM episodes WHERE id = ?", (episode_id,)).fetchone()[0]) + 1
             event.seq = seq
-            values = [json.dumps(getattr(event, k)) if k in _JSON_EVENT else getattr(event, k) for k in _EVENT_COLUMNS]
-            values[_EVENT_COLUMNS.index("is_error")] = int(event.is_error)
-            marks = ", ".join("?" for _ in range(len(_EVENT_COLUMNS) + 1))
-            conn.execute(
-                f"INSERT INTO events (episode_id, {', '.join(_EVENT_COLUMNS)}) VALUES ({marks})", [episode_id, *values]
-            )
+            values = [_dumps(getattr(event, k)) if k in _JSON_EVENT else getattr(event, k) for k in _EVENT_COLUMNS]
+            values[_IS_ERROR] = int(event.is_error)
+            conn.execute(_INSERT_EVENT, [episode_id, *values])
             counts_as_call = not (event.error_code or "").startswith("budget_")  # refused calls are not calls
             usage = event.usage
             sets = (
@@ -473,16 +537,18 @@ class Store:
                 event.created_at,
             ]
             if new_state is not None:
-                state_text = json.dumps(new_state)
+                state_text = _dumps(new_state)
                 sets += ", state = ?"
                 params.append(state_text)
-                conn.execute(
-                    "INSERT INTO snapshots (episode_id, seq, state) VALUES (?, ?, ?)", (episode_id, seq, state_text)
-                )
+                last = conn.execute("SELECT MAX(seq) FROM snapshots WHERE episode_id = ?", (episode_id,)).fetchone()[0]
+                if seq - (last or 0) >= SNAPSHOT_EVERY:
+                    conn.execute(
+                        "INSERT INTO snapshots (episode_id, seq, state) VALUES (?, ?, ?)", (episode_id, seq, state_text)
+                    )
             conn.execute(f"UPDATE episodes SET {sets} WHERE id = ?", [*params, episode_id])
             return event
 
-        return await self._run(run)
+        return await self._run(run, point=True)
 
     async def request_keys(self, episode_id: str) -> set[str]:
         """The request keys of an episode's committed events (for retry detection)."""
@@ -493,17 +559,14 @@ class Store:
             )
             return {r[0] for r in rows}
 
-        return await self._run(run)
+        return await self._run(run, point=True)
 
     async def find_event(self, episode_id: str, request_key: str) -> EventRecord | None:
         def run(conn: sqlite3.Connection) -> EventRecord | None:
-            row = conn.execute(
-                f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = ? AND request_key = ?",
-                (episode_id, request_key),
-            ).fetchone()
+            row = conn.execute(_SELECT_BY_KEY, (episode_id, request_key)).fetchone()
             return _event_from_row(row) if row else None
 
-        return await self._run(run)
+        return await self._run(run, point=True)
 
     async def recent_events(self, episode_id: str, n: int) -> list[EventRecord]:
         """The last `n` events, oldest first."""
@@ -515,7 +578,7 @@ class Store:
             ).fetchall()
             return [_event_from_row(r) for r in reversed(rows)]
 
-        return await self._run(run) if n > 0 else []
+        return await self._run(run, point=True) if n > 0 else []
 
     async def events(self, episode_id: str) -> list[EventRecord]:
         def run(conn: sqlite3.Connection) -> list[EventRecord]:
@@ -527,19 +590,27 @@ class Store:
         return await self._run(run)
 
     async def state_at(self, episode_id: str, step: int) -> dict[str, Any]:
-        """The episode's state after event `step` (0: its initial state)."""
+        """The episode's state after event `step` (0: its initial state): the last snapshot at or
+        before `step` (or the initial state) with the patches of the events after it applied."""
 
         def run(conn: sqlite3.Connection) -> dict[str, Any]:
             row = conn.execute(
-                "SELECT state FROM snapshots WHERE episode_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
+                "SELECT seq, state FROM snapshots WHERE episode_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
                 (episode_id, step),
             ).fetchone()
             if row is None:
-                row = conn.execute("SELECT initial_state FROM episodes WHERE id = ?", (episode_id,)).fetchone()
-            state: dict[str, Any] = json.loads(row[0])
+                row = conn.execute("SELECT 0, initial_state FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+            state: dict[str, Any] = json.loads(row[1])
+            patches = conn.execute(
+                "SELECT state_patch FROM events WHERE episode_id = ? AND seq > ? AND seq <= ? AND state_patch != '[]' "
+                "ORDER BY seq",
+                (episode_id, row[0], step),
+            )
+            for (patch,) in patches:
+                state = apply_patch(state, json.loads(patch), None)
             return state
 
-        return await self._run(run)
+        return await self._run(run, point=True)
 
     async def integrity_check(self) -> str:
         def run(conn: sqlite3.Connection) -> str:
@@ -554,7 +625,7 @@ class Store:
             row = conn.execute("SELECT data FROM llm_cache WHERE key = ?", (key,)).fetchone()
             return json.loads(row[0]) if row else None
 
-        return await self._run(run)
+        return await self._run(run, point=True)
 
     async def put(self, key: str, replay_key: str, data: dict[str, Any], model: str) -> None:
         def run(conn: sqlite3.Connection) -> None:
@@ -563,7 +634,56 @@ class Store:
                 (key, replay_key, json.dumps(data), model, time.time()),
             )
 
-        await self._run(run)
+        await self._run(run, point=True)
+
+
+def _run_jobs(conn: sqlite3.Connection, jobs: list[_Job]) -> None:
+    """Run each job in its own savepoint: a failing job is rolled back alone and keeps its error."""
+    for job in jobs:
+        conn.execute("SAVEPOINT job")
+        try:
+            job.result = job.fn(conn)
+            conn.execute("RELEASE job")
+        except BaseException as exc:
+            conn.execute("ROLLBACK TO job")
+            conn.execute("RELEASE job")
+            job.error = exc
+
+
+def _run_batch(conn: sqlite3.Connection, jobs: list[_Job]) -> None:
+    """Run `jobs` in one transaction and commit it: many jobs share one commit (and one fsync)."""
+    conn.execute("BEGIN IMMEDIATE")
+    if len(jobs) == 1:  # alone in its transaction: no savepoint needed
+        job = jobs[0]
+        try:
+            job.result = job.fn(conn)
+        except BaseException as exc:
+            conn.execute("ROLLBACK")
+            job.error = exc
+            return
+    else:
+        _run_jobs(conn, jobs)
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        for job in jobs:
+            job.error = job.error or exc
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+
+def _checkpoint(conn: sqlite3.Connection) -> None:
+    """Copy the WAL back into the database file (on the writer thread, off the event loop)."""
+    try:
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    except sqlite3.Error:
+        log.exception("WAL checkpoint failed (the next one retries)")
+
+
+def _fail(jobs: list[_Job], error: BaseException) -> None:
+    for job in jobs:
+        job.error = error
+    _resolve_all(jobs)
 
 
 def _resolve_all(jobs: list[_Job]) -> None:

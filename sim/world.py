@@ -132,8 +132,12 @@ class World(_Strict):
         """A stable hash of everything that defines the world (not where it was loaded from)."""
         return hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()
 
+    @cached_property
+    def tools_by_name(self) -> dict[str, ToolSpec]:
+        return {tool.name: tool for tool in self.tools}
+
     def tool(self, name: str) -> ToolSpec | None:
-        return next((tool for tool in self.tools if tool.name == name), None)
+        return self.tools_by_name.get(name)
 
     def task(self, task_id: str) -> Task | None:
         return next((task for task in self.tasks if task.id == task_id), None)

@@ -27,6 +27,7 @@ from ._base import Backend, Completion, CompletionRequest, Retryable, RetryPolic
 
 __all__ = ["FunctionBackend", "ScriptedBackend", "load_script"]
 
+KEEP_REQUESTS = 1000
 _DIRECTIVE_KEYS = {"data", "raise", "match", "message", "retry_after", "text", "delay"}
 
 Responder = Callable[[CompletionRequest], dict[str, Any]]
@@ -42,7 +43,7 @@ def _is_directive(entry: dict[str, Any]) -> bool:
 
 
 class ScriptedBackend(Backend):
-    """Answers from a script, in order. Every request is recorded in `requests`.
+    """Answers from a script, in order. The last 1,000 requests are kept in `requests`.
 
     Args:
         script: entries as described in the module docstring.
@@ -88,6 +89,8 @@ class ScriptedBackend(Backend):
 
     async def generate(self, request: CompletionRequest, timeout: float) -> Completion:
         self.requests.append(request)
+        if len(self.requests) > 2 * KEEP_REQUESTS:  # a long-running server must not keep every prompt
+            del self.requests[:-KEEP_REQUESTS]
         entry = self._next(request)
         if self.latency:
             await asyncio.sleep(self.latency)

@@ -102,3 +102,28 @@ async def test_idle_episodes_are_abandoned_with_their_events_kept(tmp_path: Path
     with pytest.raises(Conflict, match="is abandoned; start a new one"):
         await service.call(episode.id, "", "list_items", {})
     await service.store.close()
+
+
+async def test_state_at_every_step_matches_the_live_states_across_snapshot_intervals(
+    tmp_path: Path, mock_answer: Any
+) -> None:
+    from simia.sim.store import SNAPSHOT_EVERY
+
+    service = await service_for(tmp_path, mock_answer)
+    episode = await service.create("mock")
+    live = [episode.state]
+    for i in range(2 * SNAPSHOT_EVERY + 5):  # writes, reads and errors (which never change the state) mixed
+        tool, arguments = [
+            ("set_quantity", {"name": ["milk", "apple", "rice"][i % 3], "qty": i}),
+            ("get_item", {"name": "milk"}),
+            ("get_item", {"name": "no-such-item"}),
+        ][i % 3 if i % 4 else 0]
+        await service.call(episode.id, "", tool, arguments)
+        stored = await service.store.get_episode(episode.id)
+        assert stored is not None
+        live.append(stored.state)
+    for step, expected in enumerate(live):
+        assert await service.store.state_at(episode.id, step) == expected, step
+        fork = await service.fork(episode.id, step=step, principal="")
+        assert fork.state == expected and fork.initial_state == expected
+    await service.store.close()
