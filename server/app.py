@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -106,6 +107,34 @@ _GUARD_HEADERS = {b"host", b"origin", b"authorization"}
 def _guard_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
     """The headers the guard reads (ASGI servers send names in lower case)."""
     return {k.decode("latin-1"): v.decode("latin-1") for k, v in raw if k.lower() in _GUARD_HEADERS}
+
+
+class EpisodeMcpShortcut:
+    """Sends `/episodes/{id}/mcp` requests straight to the episode gate, as the router's Mount would.
+
+    Every tool call takes this path; skipping the router's walk over the API routes and
+    Starlette's outer middleware keeps simia's share of a call small. Anything else
+    (and any deployment under a root path) goes through the full app.
+    """
+
+    def __init__(self, gate: ASGIApp, app: ASGIApp) -> None:
+        self.gate = gate
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope.get("path", "")
+        if scope["type"] == "http" and not scope.get("root_path") and path.endswith("/mcp"):
+            match = _EPISODE_MCP.fullmatch(path)
+            if match is not None:
+                scope["path_params"] = {"episode_id": match[1]}
+                scope["app_root_path"] = ""
+                scope["root_path"] = path[: -len("/mcp")]
+                await self.gate(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+_EPISODE_MCP = re.compile(r"/episodes/([^/]+)/mcp")
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -200,7 +229,7 @@ class SimiaApp:
             exception_handlers={ApiError: self._api_error, StateError: self._state_error},
         )
         self.starlette = inner
-        self.app: ASGIApp = Guard(inner, self.settings)
+        self.app: ASGIApp = Guard(EpisodeMcpShortcut(routes[-2].app, inner), self.settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app(scope, receive, send)

@@ -310,23 +310,30 @@ class EpisodeService:
 
     def _observe(self, world: str, episode_id: str, event: EventRecord, seconds: float) -> None:
         outcome = "ok" if not event.is_error else (event.error_kind or "agent")
-        self.metrics.calls.labels(world, event.tool if len(event.tool) <= 64 else "<long>", outcome).inc()
-        self.metrics.latency.labels(world).observe(seconds)
+        m = self.metrics
+        m.child(m.calls, world, event.tool if len(event.tool) <= 64 else "<long>", outcome).inc()
+        m.child(m.latency, world).observe(seconds)
         if event.is_error:
-            self.metrics.errors.labels(world, event.error_kind or "agent", event.error_code or "").inc()
-        self.metrics.tokens.labels("prompt").inc(event.usage.get("prompt_tokens", 0))
-        self.metrics.tokens.labels("completion").inc(event.usage.get("completion_tokens", 0))
-        self.metrics.cost.inc(event.usage.get("cost_usd") or 0.0)
-        log.info(
-            "call episode=%s seq=%d tool=%s outcome=%s code=%s latency_ms=%.1f tokens=%d",
-            episode_id,
-            event.seq,
-            event.tool,
-            outcome,
-            event.error_code or "-",
-            seconds * 1000,
-            event.usage.get("prompt_tokens", 0) + event.usage.get("completion_tokens", 0),
-        )
+            m.child(m.errors, world, event.error_kind or "agent", event.error_code or "").inc()
+        usage = event.usage
+        prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+        if prompt:
+            m.child(m.tokens, "prompt").inc(prompt)
+        if completion:
+            m.child(m.tokens, "completion").inc(completion)
+        if usage.get("cost_usd"):
+            m.cost.inc(usage["cost_usd"])
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "call episode=%s seq=%d tool=%s outcome=%s code=%s latency_ms=%.1f tokens=%d",
+                episode_id,
+                event.seq,
+                event.tool,
+                outcome,
+                event.error_code or "-",
+                seconds * 1000,
+                prompt + completion,
+            )
 
     async def end(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 __all__ = ["Metrics"]
@@ -32,6 +34,18 @@ class Metrics:
         self.cost = Counter(
             "simia_backend_cost_usd", "Simulator cost in USD (known prices only)", registry=self.registry
         )
+
+        self._children: dict[tuple[Any, ...], Any] = {}
+        for kind in ("prompt", "completion"):
+            self.child(self.tokens, kind)  # shown from the start, zero until the first model call
+
+    def child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, remembered (the lookup costs more than the increment)."""
+        key = (id(metric), *labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -180,7 +180,7 @@ def _short(value: Any, limit: int) -> str:
 
 def user_prompt(
     tool: str,
-    arguments: dict[str, Any],
+    arguments_json: str,
     state_text: str,
     window: Sequence[PastCall],
     *,
@@ -197,7 +197,7 @@ def user_prompt(
     lines.append(state_text)
     lines.append("")
     lines.append(f"Call: {tool}")
-    lines.append(f"Arguments: {compact_json(arguments)}")
+    lines.append(f"Arguments: {arguments_json}")
     return "\n".join(lines)
 
 

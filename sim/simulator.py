@@ -12,15 +12,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from .backends import Backend, CompletionRequest, Usage
 from .cache import ResponseCache, cache_key
 from .errors import BackendError, BackendOutputError, StateError
 from .loader import validate_instance
-from .prompts import PROMPT_VERSION, PastCall, answer_schema, system_prompt, user_prompt
-from .state import apply_patch, needles_of, state_hash, state_text
+from .prompts import PROMPT_VERSION, PastCall, answer_schema, compact_json, system_prompt, user_prompt
+from .state import apply_patch, state_hash, state_text
 from .world import ToolSpec, World
 
 __all__ = ["ErrorKind", "Simulator", "Step", "ToolCall", "check_call"]
@@ -36,6 +37,11 @@ class ToolCall:
 
     tool: str
     arguments: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def arguments_json(self) -> str:
+        """The arguments as compact JSON (measured against the size limit and shown to the simulator)."""
+        return compact_json(self.arguments)
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,7 @@ def check_call(world: World, call: ToolCall, *, max_argument_bytes: int = 32_768
     if tool is None:
         names = ", ".join(t.name for t in world.tools)
         return None, f"Unknown tool {call.tool!r}. Available tools: {names}."
-    size = len(_unicode_json(call.arguments).encode())
+    size = len(call.arguments_json.encode())
     if size > max_argument_bytes:
         return tool, f"Arguments are too large ({size} bytes; the limit is {max_argument_bytes})."
     problems = validate_instance(tool.input_schema, call.arguments)
@@ -135,11 +141,10 @@ class Simulator:
         if system is None:
             system = self._system[world.content_hash] = system_prompt(world)
         recent = list(window)[-world.simulator.window :] if world.simulator.window else []
-        needles = needles_of([call.arguments])
-        text, sliced = state_text(state, needles, world.simulator.max_state_chars)
+        text, sliced = state_text(state, call.arguments, world.simulator.max_state_chars)
         return [
             {"role": "system", "content": system},
-            {"role": "user", "content": user_prompt(call.tool, call.arguments, text, recent, sliced=sliced)},
+            {"role": "user", "content": user_prompt(call.tool, call.arguments_json, text, recent, sliced=sliced)},
         ]
 
     async def step(
@@ -328,14 +333,22 @@ def _kind(exc: BackendError) -> str:
 
 
 def _finish(step: Step, call: ToolCall, usage: Usage, start: float, attempts: int, *, cached: bool, model: str) -> Step:
-    return replace(
-        step,
+    return Step(
+        tool=step.tool,
         arguments=call.arguments,
+        output=step.output,
+        text=step.text,
+        is_error=step.is_error,
+        state=step.state,
+        state_patch=step.state_patch,
+        error_code=step.error_code,
+        error_kind=step.error_kind,
         usage=usage,
         latency_ms=(time.monotonic() - start) * 1000,
         attempts=attempts,
         cached=cached,
         model=model,
+        detail=step.detail,
     )
 
 

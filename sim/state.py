@@ -279,8 +279,9 @@ def _stub(record: Any) -> Any:
     }
 
 
-def state_text(state: dict[str, Any], needles: set[str], max_chars: int) -> tuple[str, bool]:
-    """The state as the simulator's prompt shows it: compact JSON, sliced (see `slice_state`) when too long.
+def state_text(state: dict[str, Any], arguments: dict[str, Any], max_chars: int) -> tuple[str, bool]:
+    """The state as the simulator's prompt shows it: compact JSON, sliced (see `slice_state`) around the
+    records the call's `arguments` mention when it is too long.
 
     Returns:
         (the JSON text, whether it was sliced).
@@ -288,7 +289,7 @@ def state_text(state: dict[str, Any], needles: set[str], max_chars: int) -> tupl
     text = compact_json(state)
     if len(text) <= max_chars:
         return text, False
-    view, sliced = slice_state(state, needles, max_chars)
+    view, sliced = slice_state(state, needles_of([arguments]), max_chars)
     return compact_json(view), sliced
 
 

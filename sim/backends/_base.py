@@ -13,7 +13,7 @@ import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import BackendOutputError, BackendTimeout, BackendUnavailable
@@ -246,7 +246,8 @@ class Backend(ABC):
                         break
                     await policy.sleep(delay)
                     continue
-                return replace(completion, latency_ms=(time.monotonic() - start) * 1000)
+                latency = (time.monotonic() - start) * 1000
+                return Completion(completion.data, completion.text, completion.model, completion.usage, latency)
         detail = f" (last error: {last})" if last else ""
         if timed_out:
             raise BackendTimeout(f"{self.spec}: no answer within the {policy.deadline:g}s deadline{detail}")

@@ -70,6 +70,11 @@ class ScriptedBackend(Backend):
         self.latency = latency
         self.position = 0
         self.requests: list[CompletionRequest] = []
+        self._texts = {  # a script's answers are fixed: each is rendered once (by the entry's identity)
+            id(e): json.dumps(e["data"] if _is_directive(e) else e)
+            for e in script
+            if isinstance(e, dict) and (not _is_directive(e) or "data" in e) and "raise" not in e and "text" not in e
+        }
 
     def _next(self, request: CompletionRequest) -> Any:
         last = str(request.messages[-1].get("content", "")) if request.messages else ""
@@ -96,6 +101,7 @@ class ScriptedBackend(Backend):
             await asyncio.sleep(self.latency)
         if isinstance(entry, BaseException):
             raise entry
+        text = self._texts.get(id(entry)) if isinstance(entry, dict) else None
         if callable(entry):
             entry = entry(request)
         if not isinstance(entry, dict):
@@ -108,9 +114,9 @@ class ScriptedBackend(Backend):
                 data = parse_json_object(text)
             else:
                 data = entry["data"]
-                text = json.dumps(data)
+                text = text or json.dumps(data)
         else:
-            data, text = entry, json.dumps(entry)
+            data, text = entry, text or json.dumps(entry)
         return Completion(data=data, text=text, model=self.model, usage=_estimate_usage(request, text))
 
 

@@ -99,7 +99,7 @@ async def test_oversized_arguments_are_refused_before_any_model_call(make_server
             episode = (await http.post(f"{server.url}/v1/episodes", json={"world": "mock"})).json()
         async with Client(episode["mcp_url"]) as client:
             result = await client.call_tool("get_item", {"name": "x" * 5000})
-        assert result.is_error and result.content[0].text == "Arguments are too large (5012 bytes; the limit is 1000)."
+        assert result.is_error and result.content[0].text == "Arguments are too large (5011 bytes; the limit is 1000)."
         assert server.backend.requests == []
 
 

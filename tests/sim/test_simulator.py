@@ -127,7 +127,7 @@ async def test_a_read_only_tool_never_changes_state(mock: World) -> None:
         (
             ToolCall("get_item", {"name": "x" * 40_000}),
             "invalid_arguments",
-            "Arguments are too large (40012 bytes; the limit is 32768).",
+            "Arguments are too large (40011 bytes; the limit is 32768).",
         ),
     ],
 )
