@@ -211,6 +211,7 @@ class SimiaApp:
         self.mcp = McpEndpoints(
             self.service, security, max_sessions=self.settings.max_sessions, idle_timeout=self.settings.idle_timeout
         )
+        episode_gate = EpisodeGate(self.mcp.episode_app, self.service)
         routes = [
             Route("/healthz", self.healthz),
             Route("/metrics", self.metrics_endpoint),
@@ -220,7 +221,7 @@ class SimiaApp:
             Route("/v1/episodes/{episode_id}", self.get_episode),
             Route("/v1/episodes/{episode_id}/fork", self.fork_episode, methods=["POST"]),
             Route("/v1/episodes/{episode_id}/end", self.end_episode, methods=["POST"]),
-            Mount("/episodes/{episode_id}", app=EpisodeGate(self.mcp.episode_app, self.service)),
+            Mount("/episodes/{episode_id}", app=episode_gate),
             Mount("/worlds/{world}", app=WorldGate(self.mcp.world_app, self.mcp)),
         ]
         inner = Starlette(
@@ -229,7 +230,7 @@ class SimiaApp:
             exception_handlers={ApiError: self._api_error, StateError: self._state_error},
         )
         self.starlette = inner
-        self.app: ASGIApp = Guard(EpisodeMcpShortcut(routes[-2].app, inner), self.settings)
+        self.app: ASGIApp = Guard(EpisodeMcpShortcut(episode_gate, inner), self.settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app(scope, receive, send)
