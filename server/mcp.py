@@ -21,6 +21,7 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic_core import to_json
 from simia.sim.store import EventRecord
 from simia.sim.world import World
 from starlette.applications import Starlette
@@ -35,7 +36,6 @@ __all__ = ["EpisodeGate", "McpEndpoints", "WorldGate", "call_result", "failure_r
 
 log = logging.getLogger("simia.mcp")
 META_EPISODE = "simia/episode"
-_key_json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
 
 
 def tool_list(world: World) -> list[types.Tool]:
@@ -58,8 +58,8 @@ def request_key(ctx: ServerRequestContext[Any], name: str, arguments: dict[str, 
     if ctx.request_id is None:
         return None
     session = _request(ctx).headers.get("mcp-session-id", "")
-    raw = _key_json([session, ctx.request_id, name, arguments])
-    return hashlib.blake2b(raw.encode(), digest_size=16).hexdigest()
+    raw = to_json([session, ctx.request_id, name, arguments], fallback=str)
+    return hashlib.blake2b(raw, digest_size=16).hexdigest()
 
 
 def call_result(event: EventRecord, episode_id: str) -> types.CallToolResult:

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from pydantic_core import to_json
+
 from .world import ToolSpec, World
 
 __all__ = [
     "PROMPT_VERSION",
     "PastCall",
     "answer_schema",
-    "compact_json",
     "schema_signature",
     "system_prompt",
     "user_prompt",
@@ -169,12 +170,8 @@ def system_prompt(world: World, *, example_chars: int = 4000) -> str:
     return "\n\n".join(sections)
 
 
-_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-_compact_any = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
-
-
 def _short(value: Any, limit: int) -> str:
-    text = _compact_any(value)
+    text = to_json(value, fallback=str).decode()
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -199,11 +196,6 @@ def user_prompt(
     lines.append(f"Call: {tool}")
     lines.append(f"Arguments: {arguments_json}")
     return "\n".join(lines)
-
-
-def compact_json(value: Any) -> str:
-    """JSON as prompts show it: no spaces, Unicode as is."""
-    return _compact(value)
 
 
 _PATCH_OP = {

@@ -20,9 +20,9 @@ from .backends import Backend, CompletionRequest, Usage
 from .cache import ResponseCache, cache_key
 from .errors import BackendError, BackendOutputError, StateError
 from .loader import validate_instance
-from .prompts import PROMPT_VERSION, PastCall, answer_schema, compact_json, system_prompt, user_prompt
+from .prompts import PROMPT_VERSION, PastCall, answer_schema, system_prompt, user_prompt
 from .state import apply_patch, state_hash, state_text
-from .world import ToolSpec, World
+from .world import ToolSpec, World, compact_json
 
 __all__ = ["ErrorKind", "Simulator", "Step", "ToolCall", "check_call"]
 

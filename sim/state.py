@@ -16,8 +16,7 @@ import jsonpointer
 
 from .errors import StateError
 from .loader import validate_instance
-from .prompts import compact_json
-from .world import canonical_json
+from .world import canonical_json, compact_json
 
 __all__ = ["apply_patch", "is_missing", "needles_of", "resolve_pointer", "slice_state", "state_hash", "state_text"]
 

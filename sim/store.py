@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from .cache import CACHE_TABLE_SQL
 from .prompts import PastCall
 from .state import apply_patch
+from .world import compact_json
 
 __all__ = ["EpisodeRecord", "EventRecord", "Store"]
 
@@ -64,6 +65,7 @@ CREATE TABLE IF NOT EXISTS episodes (
     transcript TEXT,
     tokens TEXT,
     status_reason TEXT,
+    snapshot_seq INTEGER NOT NULL DEFAULT 0,
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     ended_at REAL
@@ -216,8 +218,13 @@ _IS_ERROR = _EVENT_COLUMNS.index("is_error")
 _INSERT_EVENT = "INSERT INTO events (episode_id, {}) VALUES ({})".format(
     ", ".join(_EVENT_COLUMNS), ", ".join("?" * (len(_EVENT_COLUMNS) + 1))
 )
+_ADVANCE = (
+    "UPDATE episodes SET seq = seq + 1, calls = calls + ?, prompt_tokens = prompt_tokens + ?, "
+    "completion_tokens = completion_tokens + ?, cost_usd = cost_usd + ?, updated_at = ? "
+    "WHERE id = ? RETURNING seq, snapshot_seq"
+)
+_ADVANCE_WITH_STATE = _ADVANCE.replace("updated_at = ?", "updated_at = ?, state = ?")
 _SELECT_BY_KEY = f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = ? AND request_key = ?"
-_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _episode_from_row(row: sqlite3.Row) -> EpisodeRecord:
@@ -269,6 +276,8 @@ class Store:
         columns = {row[1] for row in self._conn.execute("PRAGMA table_info(episodes)")}
         if "tokens" not in columns:  # databases written before token data was kept
             self._conn.execute("ALTER TABLE episodes ADD COLUMN tokens TEXT")
+        if "snapshot_seq" not in columns:  # databases written when every change had a snapshot
+            self._conn.execute("ALTER TABLE episodes ADD COLUMN snapshot_seq INTEGER NOT NULL DEFAULT 0")
         self._lock = threading.Lock()  # held by whoever uses the connection: the writer thread or an inline batch
         self._inline: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
         self._inline_ok = synchronous.upper() in ("NORMAL", "OFF") and not ack_before_commit
@@ -517,35 +526,34 @@ class Store:
         """
 
         def run(conn: sqlite3.Connection) -> EventRecord:
-            seq = int(conn.execute("SELECT seq FROM episodes WHERE id = ?", (episode_id,)).fetchone()[0]) + 1
-            event.seq = seq
-            values = [_dumps(getattr(event, k)) if k in _JSON_EVENT else getattr(event, k) for k in _EVENT_COLUMNS]
-            values[_IS_ERROR] = int(event.is_error)
-            conn.execute(_INSERT_EVENT, [episode_id, *values])
-            counts_as_call = not (event.error_code or "").startswith("budget_")  # refused calls are not calls
             usage = event.usage
-            sets = (
-                "seq = ?, calls = calls + ?, prompt_tokens = prompt_tokens + ?, "
-                "completion_tokens = completion_tokens + ?, cost_usd = cost_usd + ?, updated_at = ?"
-            )
             params: list[Any] = [
-                seq,
-                int(counts_as_call),
+                0 if (event.error_code or "").startswith("budget_") else 1,  # refused calls are not calls
                 usage.get("prompt_tokens", 0),
                 usage.get("completion_tokens", 0),
                 usage.get("cost_usd") or 0.0,
                 event.created_at,
             ]
-            if new_state is not None:
-                state_text = _dumps(new_state)
-                sets += ", state = ?"
+            state_text = None if new_state is None else compact_json(new_state)
+            if state_text is not None:
                 params.append(state_text)
-                last = conn.execute("SELECT MAX(seq) FROM snapshots WHERE episode_id = ?", (episode_id,)).fetchone()[0]
-                if seq - (last or 0) >= SNAPSHOT_EVERY:
-                    conn.execute(
-                        "INSERT INTO snapshots (episode_id, seq, state) VALUES (?, ?, ?)", (episode_id, seq, state_text)
-                    )
-            conn.execute(f"UPDATE episodes SET {sets} WHERE id = ?", [*params, episode_id])
+            rows = conn.execute(
+                _ADVANCE_WITH_STATE if state_text is not None else _ADVANCE, [*params, episode_id]
+            ).fetchall()
+            if not rows:
+                raise LookupError(f"no episode {episode_id!r}")
+            seq, snapshot_seq = rows[0]
+            event.seq = seq
+            values = [
+                compact_json(getattr(event, k)) if k in _JSON_EVENT else getattr(event, k) for k in _EVENT_COLUMNS
+            ]
+            values[_IS_ERROR] = int(event.is_error)
+            conn.execute(_INSERT_EVENT, [episode_id, *values])
+            if state_text is not None and seq - snapshot_seq >= SNAPSHOT_EVERY:
+                conn.execute(
+                    "INSERT INTO snapshots (episode_id, seq, state) VALUES (?, ?, ?)", (episode_id, seq, state_text)
+                )
+                conn.execute("UPDATE episodes SET snapshot_seq = ? WHERE id = ?", (seq, episode_id))
             return event
 
         return await self._run(run, point=True)
@@ -651,17 +659,19 @@ def _run_jobs(conn: sqlite3.Connection, jobs: list[_Job]) -> None:
 
 
 def _run_batch(conn: sqlite3.Connection, jobs: list[_Job]) -> None:
-    """Run `jobs` in one transaction and commit it: many jobs share one commit (and one fsync)."""
+    """Run `jobs` in one transaction and commit it: many jobs share one commit (and one fsync).
+
+    The common case runs them back to back. When one fails, the transaction is rolled
+    back and the batch runs again with a savepoint per job, so the failing job is
+    undone alone and the others commit.
+    """
     conn.execute("BEGIN IMMEDIATE")
-    if len(jobs) == 1:  # alone in its transaction: no savepoint needed
-        job = jobs[0]
-        try:
+    try:
+        for job in jobs:
             job.result = job.fn(conn)
-        except BaseException as exc:
-            conn.execute("ROLLBACK")
-            job.error = exc
-            return
-    else:
+    except BaseException:
+        conn.execute("ROLLBACK")
+        conn.execute("BEGIN IMMEDIATE")
         _run_jobs(conn, jobs)
     try:
         conn.execute("COMMIT")

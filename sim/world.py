@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+from pydantic_core import to_json
 
 __all__ = [
     "ABSENT",
@@ -25,10 +26,17 @@ __all__ = [
     "ToolSpec",
     "World",
     "canonical_json",
+    "compact_json",
 ]
 
 ABSENT: dict[str, Any] = {"$absent": True}
 """The `expected_state` value that asserts a JSON Pointer resolves to nothing."""
+
+
+def compact_json(value: Any) -> str:
+    """JSON without spaces, Unicode as is: how prompts show data and the store keeps it (pydantic-core's
+    serializer, five times faster than `json.dumps`; every call renders several values)."""
+    return to_json(value).decode()
 
 
 def canonical_json(value: Any) -> str:
