@@ -184,6 +184,22 @@ async def create_episodes(port: int, n: int, world: str = "mock") -> list[str]:
     return ids
 
 
+def merged(loads: list[Load]) -> Load:
+    """Several runs as one: all latencies and errors, the wall times added."""
+    out = Load()
+    for load in loads:
+        out.latencies += load.latencies
+        out.errors += load.errors
+        out.wall += load.wall
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, all threads) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _driver import PY, ROOT, Load, Process, create_episodes, drive, free_port, rss_mb
+from _driver import PY, ROOT, Load, Process, cpu_seconds, create_episodes, drive, free_port, merged, rss_mb
 
 ARGS = {"name": "milk", "qty": 4}
 SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
@@ -84,19 +85,36 @@ async def run_simia(db_dir: Path, backend: list[str], episodes: int, calls: int)
     return load, before, after
 
 
-async def overhead(tmp: Path, agents: int, calls: int) -> None:
-    print(f"overhead: {agents} concurrent agents x {calls} calls, zero-latency backends")
+async def overhead(tmp: Path, agents: int, calls: int, rounds: int = 5) -> None:
+    print(f"overhead: {agents} concurrent agents x {calls} calls, zero-latency backends, {rounds} alternating rounds")
     base = await bare(free_port(), "echo").ready("/mcp")
+    port = free_port()
+    ours = await simia(port, tmp / f"bench-{port}.db", ["--backend", f"scripted:{SCRIPT}"]).ready()
     try:
-        await drive(base.port, ["/mcp"] * agents, 5, "set_quantity", ARGS)  # warm up
-        bare_load = await drive(base.port, ["/mcp"] * agents, calls, "set_quantity", ARGS)
+        ids = await create_episodes(ours.port, agents)
+        servers = [(base, ["/mcp"] * agents), (ours, [f"/episodes/{i}/mcp" for i in ids])]
+        for server, paths in servers:
+            await drive(server.port, paths, 10, "set_quantity", ARGS)  # warm up
+        wall: list[float] = []
+        cpu: list[float] = []
+        loads: list[Load] = []
+        for _ in range(rounds):  # alternating, so a noisy neighbour hits both sides alike
+            per_call = []
+            for server, paths in servers:
+                before = cpu_seconds(server.proc.pid)
+                load = await drive(server.port, paths, calls, "set_quantity", ARGS)
+                per_call.append((1 / load.throughput, (cpu_seconds(server.proc.pid) - before) / load.calls))
+                loads.append(load)
+            wall.append(per_call[1][0] / per_call[0][0])
+            cpu.append(per_call[1][1] / per_call[0][1])
     finally:
         base.stop()
-    ours, _, _ = await run_simia(tmp, ["--backend", f"scripted:{SCRIPT}"], agents, calls)
-    report("bare SDK echo server", bare_load)
-    report("simia (scripted backend)", ours)
-    ratio = (1 / ours.throughput) / (1 / bare_load.throughput)
-    print(f"  per-call cost simia / bare = {ratio:.2f}   (target <= 1.25)")
+        ours.stop()
+    report("bare SDK echo server", merged(loads[0::2]))
+    report("simia (scripted backend)", merged(loads[1::2]))
+    print(f"  per-call wall time simia / bare, per round: {' '.join(f'{r:.2f}' for r in wall)}")
+    print(f"  per-call server CPU simia / bare, per round: {' '.join(f'{r:.2f}' for r in cpu)}")
+    print(f"  per-call cost simia / bare = {statistics.median(wall):.2f} (median)   (target <= 1.25)")
 
 
 async def scale(tmp: Path, episodes: int, calls: int, latency: float) -> None:
@@ -150,7 +168,7 @@ async def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if args.scenario in ("overhead", "all"):
-            await overhead(Path(tmp), 16, 100)
+            await overhead(Path(tmp), 16, 200)
         if args.scenario in ("scale", "all"):
             await scale(Path(tmp), args.episodes, args.calls, 0.2)
         if args.scenario in ("realistic", "all"):

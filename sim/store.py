@@ -38,7 +38,7 @@ log = logging.getLogger("simia.store")
 SNAPSHOT_EVERY = 16
 """A state-changing event writes a snapshot when the last one is this many events back; the states in
 between are the snapshot plus the events' patches (`state_at`), so a call does not write the whole state twice."""
-CHECKPOINT_EVERY = 500
+CHECKPOINT_EVERY = 1000
 """Inline commits between two WAL checkpoints (SQLite's own, every 1000 pages, would run on the event loop)."""
 
 SCHEMA_SQL = (
@@ -394,7 +394,7 @@ class Store:
             pending.append(job)
         else:
             self._queue.put(job)
-        result: T = await asyncio.shield(job.future)
+        result: T = await job.future  # a cancelled caller leaves the job to run; its answer is dropped
         return result
 
     async def close(self) -> None:
