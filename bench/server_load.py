@@ -1,6 +1,6 @@
 """Server overhead and load: simia vs a bare MCP SDK server, same machine, same run, printed as ratios.
 
-    python bench/server_load.py [overhead|scale|realistic|all] [--episodes N] [--calls N]
+    python bench/server_load.py [overhead|scale|realistic|all] [--episodes N] [--calls N] [--synchronous FULL]
 
 overhead   per-call cost with a zero-latency scripted backend vs a bare SDK server echoing its
            arguments (target: simia / bare <= 1.25)
@@ -10,7 +10,9 @@ scale      1,000 concurrent episodes x 5 calls against a 200 ms backend vs a bar
 realistic  50 concurrent episodes against a 1 s backend (targets: throughput >= 0.90 of the ideal
            50 calls/s, p99 added latency <= 250 ms)
 
-Load comes from a lean asyncio HTTP driver (bench/_driver.py), MCP 2026-07-28 requests.
+Load comes from a lean asyncio HTTP driver (bench/_driver.py), MCP 2026-07-28 requests. simia runs
+with `--synchronous NORMAL` (commits survive a crash of the server process; FULL also survives power
+loss, and fsyncs every group commit): pass `--synchronous FULL` to measure the default.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from _driver import PY, ROOT, Load, Process, cpu_seconds, create_episodes, drive
 
 ARGS = {"name": "milk", "qty": 4}
 SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
+SYNCHRONOUS = "NORMAL"  # --synchronous: NORMAL survives a crash of the server process (kill -9), FULL a power loss
 
 
 def simia(port: int, db: Path, backend: list[str]) -> Process:
@@ -48,7 +51,7 @@ def simia(port: int, db: Path, backend: list[str]) -> Process:
             "--log-level",
             "warning",
             "--synchronous",
-            "NORMAL",
+            SYNCHRONOUS,
             *backend,
         ],
         port,
@@ -165,7 +168,11 @@ async def main() -> None:
     parser.add_argument("scenario", nargs="?", default="all", choices=["overhead", "scale", "realistic", "all"])
     parser.add_argument("--episodes", type=int, default=1000)
     parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument("--synchronous", choices=["NORMAL", "FULL"], default="NORMAL", help="simia's SQLite sync mode")
     args = parser.parse_args()
+    global SYNCHRONOUS
+    SYNCHRONOUS = args.synchronous
+    print(f"simia runs with --synchronous {SYNCHRONOUS}")
     with tempfile.TemporaryDirectory() as tmp:
         if args.scenario in ("overhead", "all"):
             await overhead(Path(tmp), 16, 200)

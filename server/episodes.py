@@ -4,6 +4,12 @@ Calls within one episode are serialized by a per-episode lock; different
 episodes run concurrently. A call's event and new state are committed before
 its result is returned, and a retried request (same request key) returns the
 committed result instead of simulating again.
+
+A request counts as a retry when its key matches one of the episode's last
+`RETRY_WINDOW` events and no event after that one changed the state. The key
+(session, JSON-RPC id, tool, arguments) is all a sessionless client offers, and
+clients that open a new connection per call reuse id 1: without the second
+condition, a read repeated after a write would get the stale first answer.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from .settings import ServerSettings
 __all__ = ["EpisodeService", "judge_callable", "new_episode_id"]
 
 log = logging.getLogger("simia.calls")
+RETRY_WINDOW = 16
+"""How many of an episode's latest events a retried request is matched against."""
 
 Judge = Callable[[World, EpisodeRecord, list[EventRecord], list[dict[str, Any]] | None], Awaitable[dict[str, Any]]]
 
@@ -62,7 +70,16 @@ class _Live:
     users: int = 0
     record: EpisodeRecord | None = None
     window: deque[PastCall] = field(default_factory=lambda: deque(maxlen=50))
-    keys: set[str] = field(default_factory=set)
+    recent: deque[EventRecord] = field(default_factory=lambda: deque(maxlen=RETRY_WINDOW))
+
+    def retried(self, request_key: str) -> EventRecord | None:
+        """The committed event `request_key` retries, if any (see the module docstring)."""
+        changed_since = False
+        for event in reversed(self.recent):
+            if event.request_key == request_key:
+                return None if changed_since else event
+            changed_since = changed_since or bool(event.state_patch)
+        return None
 
 
 class EpisodeService:
@@ -171,15 +188,19 @@ class EpisodeService:
         return entry
 
     async def _load(self, episode_id: str, entry: _Live) -> EpisodeRecord | None:
-        """The cached record (loading it, its window and its request keys on first use); call under the lock."""
+        """The cached record (loading it, its window and its latest events on first use); call under the lock."""
         if entry.record is None:
             record = await self.store.get_episode(episode_id)
             if record is None:
                 return None
             world = self.worlds.get(record.world)
-            recent = await self.store.recent_events(episode_id, world.simulator.window if world else 0)
-            entry.window.extend(e.as_past() for e in recent)
-            entry.keys = await self.store.request_keys(episode_id)
+            window = world.simulator.window if world else 0
+            recent = await self.store.recent_events(episode_id, max(window, RETRY_WINDOW))
+            entry.window.clear()
+            if window:
+                entry.window.extend(e.as_past() for e in recent[-window:])
+            entry.recent.clear()
+            entry.recent.extend(recent)
             entry.record = record
         return entry.record
 
@@ -240,10 +261,9 @@ class EpisodeService:
             raise NotFound(f"no episode {episode_id!r}; create one with POST /v1/episodes")
         if episode.status != "active":
             raise Conflict(f"episode {episode_id} is {episode.status}; start a new one with POST /v1/episodes")
-        if request_key is not None and request_key in entry.keys:
-            previous = await self.store.find_event(episode_id, request_key)
-            if previous is not None:
-                return episode.world, previous
+        previous = entry.retried(request_key) if request_key is not None else None
+        if previous is not None:
+            return episode.world, previous
         world = self.world(episode.world)
         budget = self._budget_problem(episode)
         if budget is not None:
@@ -291,8 +311,7 @@ class EpisodeService:
         if new_state is not None:
             episode.state = new_state
         entry.window.append(event.as_past())
-        if event.request_key is not None:
-            entry.keys.add(event.request_key)
+        entry.recent.append(event)
 
     def _budget_problem(self, episode: EpisodeRecord) -> tuple[str, str] | None:
         s = self.settings

@@ -17,14 +17,7 @@ from pydantic_core import to_json
 
 from .world import ToolSpec, World
 
-__all__ = [
-    "PROMPT_VERSION",
-    "PastCall",
-    "answer_schema",
-    "schema_signature",
-    "system_prompt",
-    "user_prompt",
-]
+__all__ = ["PROMPT_VERSION", "PastCall", "answer_schema", "schema_signature", "system_prompt", "user_prompt"]
 
 PROMPT_VERSION = "sim-1"
 

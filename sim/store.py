@@ -2,9 +2,10 @@
 
 One connection, used by one thread at a time (SQLite 3.40 corrupts WAL databases
 when two connections write or checkpoint at once). Concurrent requests are
-grouped: a batch runs each job in its own savepoint inside one transaction,
-commits once, and only then answers them - so a reply reports only what is
-committed, and many concurrent calls share one fsync.
+grouped: a batch runs its jobs inside one transaction, commits once, and only
+then answers them - so a reply reports only what is committed, and many
+concurrent calls share one fsync. A failing job is undone alone (the batch is
+rerun with a savepoint per job).
 
 Batches run on a writer thread; with `synchronous` NORMAL or OFF (a commit does
 not wait for the disk) small indexed reads and writes ("point" jobs: a call's
@@ -15,6 +16,7 @@ the loop's own thread, which is cheaper than two thread hops.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import queue
@@ -224,7 +226,6 @@ _ADVANCE = (
     "WHERE id = ? RETURNING seq, snapshot_seq"
 )
 _ADVANCE_WITH_STATE = _ADVANCE.replace("updated_at = ?", "updated_at = ?, state = ?")
-_SELECT_BY_KEY = f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = ? AND request_key = ?"
 
 
 def _episode_from_row(row: sqlite3.Row) -> EpisodeRecord:
@@ -293,61 +294,58 @@ class Store:
 
     def _writer(self) -> None:
         conn = self._conn
-        pending_commit = 0.0
+        unsafe_since = 0.0  # ack_before_commit only: when the open transaction began
         while True:
             try:
                 first = self._queue.get(timeout=0.2 if self.ack_before_commit else None)
             except queue.Empty:
-                first = None
-                if self.ack_before_commit and conn.in_transaction and time.monotonic() - pending_commit > 0.5:
+                if self.ack_before_commit and conn.in_transaction and time.monotonic() - unsafe_since > 0.5:
                     conn.execute("COMMIT")
                 continue
             if first is None:
                 break
-            jobs = [first]
-            while len(jobs) < 256:
-                try:
-                    job = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if job is None:
-                    self._queue.put(None)
-                    break
-                jobs.append(job)
-            checkpoint = [job for job in jobs if job.fn is _checkpoint]
-            jobs = [job for job in jobs if job.fn is not _checkpoint]
+            jobs = self._take_waiting(first)
+            checkpoints = [job for job in jobs if job.fn is _checkpoint]
+            work = [job for job in jobs if job.fn is not _checkpoint]
             with self._lock:
-                if checkpoint:
+                if checkpoints:
                     _checkpoint(conn)
-                if not jobs:
-                    pass
-                elif self.ack_before_commit:
+                if work and self.ack_before_commit:
                     if not conn.in_transaction:
                         conn.execute("BEGIN IMMEDIATE")
-                        pending_commit = time.monotonic()
-                    _run_jobs(conn, jobs)
-                    if time.monotonic() - pending_commit > 1.0:
+                        unsafe_since = time.monotonic()
+                    _run_jobs(conn, work)
+                    if time.monotonic() - unsafe_since > 1.0:
                         conn.execute("COMMIT")
-                else:
-                    _run_batch(conn, jobs)
+                elif work:
+                    _run_batch(conn, work)
             by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
-            for job in jobs + checkpoint:
+            for job in jobs:
                 by_loop.setdefault(job.loop, []).append(job)
             for loop, group in by_loop.items():  # one wake-up per loop and batch, not per job
-                loop.call_soon_threadsafe(_resolve_all, group)
+                _answer(loop, group)
         with self._lock:
             if conn.in_transaction:
                 conn.execute("COMMIT")
             conn.close()
             self._conn_closed = True
-        while True:  # jobs that arrived after the close: refuse them
+        for job in self._take_waiting(None):  # jobs that arrived after the close: refuse them
+            job.error = None if job.fn is _checkpoint else RuntimeError("the store is closed")
+            _answer(job.loop, [job])
+
+    def _take_waiting(self, first: _Job | None) -> list[_Job]:
+        """`first` and the jobs waiting behind it (up to 256), stopping at the close marker."""
+        jobs = [first] if first is not None else []
+        while len(jobs) < 256:
             try:
                 job = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if job is not None:
-                job.error = None if job.fn is _checkpoint else RuntimeError("the store is closed")
-                job.loop.call_soon_threadsafe(_resolve_all, [job])
+            if job is None:
+                self._queue.put(None)
+                break
+            jobs.append(job)
+        return jobs
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         """Run the jobs this loop queued for inline execution, as one transaction, on the loop's thread.
@@ -516,10 +514,9 @@ class Store:
     async def commit_event(self, episode_id: str, event: EventRecord, new_state: dict[str, Any] | None) -> EventRecord:
         """Append `event` (and the new state, when it changed) in one transaction.
 
-        Retries are recognised by the caller (`EpisodeService` keeps each live episode's
-        request keys, loaded with `request_keys`, and answers a retry with `find_event`
-        under the episode's lock); an index on random keys would cost every commit more
-        than the rest of its writes.
+        Retries are recognised by the caller (`EpisodeService` matches a request against
+        an episode's latest events under the episode's lock); an index on random request
+        keys would cost every commit more than the rest of its writes.
 
         Returns:
             The committed event, with its `seq`.
@@ -555,24 +552,6 @@ class Store:
                 )
                 conn.execute("UPDATE episodes SET snapshot_seq = ? WHERE id = ?", (seq, episode_id))
             return event
-
-        return await self._run(run, point=True)
-
-    async def request_keys(self, episode_id: str) -> set[str]:
-        """The request keys of an episode's committed events (for retry detection)."""
-
-        def run(conn: sqlite3.Connection) -> set[str]:
-            rows = conn.execute(
-                "SELECT request_key FROM events WHERE episode_id = ? AND request_key IS NOT NULL", (episode_id,)
-            )
-            return {r[0] for r in rows}
-
-        return await self._run(run, point=True)
-
-    async def find_event(self, episode_id: str, request_key: str) -> EventRecord | None:
-        def run(conn: sqlite3.Connection) -> EventRecord | None:
-            row = conn.execute(_SELECT_BY_KEY, (episode_id, request_key)).fetchone()
-            return _event_from_row(row) if row else None
 
         return await self._run(run, point=True)
 
@@ -694,6 +673,12 @@ def _fail(jobs: list[_Job], error: BaseException) -> None:
     for job in jobs:
         job.error = error
     _resolve_all(jobs)
+
+
+def _answer(loop: asyncio.AbstractEventLoop, jobs: list[_Job]) -> None:
+    """Resolve `jobs` on their loop's thread (from the writer thread)."""
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for these answers any more
+        loop.call_soon_threadsafe(_resolve_all, jobs)
 
 
 def _resolve_all(jobs: list[_Job]) -> None:

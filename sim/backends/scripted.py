@@ -70,11 +70,8 @@ class ScriptedBackend(Backend):
         self.latency = latency
         self.position = 0
         self.requests: list[CompletionRequest] = []
-        self._texts = {  # a script's answers are fixed: each is rendered once (by the entry's identity)
-            id(e): json.dumps(e["data"] if _is_directive(e) else e)
-            for e in script
-            if isinstance(e, dict) and (not _is_directive(e) or "data" in e) and "raise" not in e and "text" not in e
-        }
+        # A script's answers are fixed: each is rendered once, found again by the entry's identity.
+        self._texts = {id(e): json.dumps(_answer_of(e)) for e in script if _answer_of(e) is not None}
 
     def _next(self, request: CompletionRequest) -> Any:
         last = str(request.messages[-1].get("content", "")) if request.messages else ""
@@ -118,6 +115,15 @@ class ScriptedBackend(Backend):
         else:
             data, text = entry, text or json.dumps(entry)
         return Completion(data=data, text=text, model=self.model, usage=_estimate_usage(request, text))
+
+
+def _answer_of(entry: Any) -> dict[str, Any] | None:
+    """The fixed answer of a script entry (None for callables, failures and raw text)."""
+    if not isinstance(entry, dict):
+        return None
+    if not _is_directive(entry):
+        return entry
+    return entry["data"] if "data" in entry and "raise" not in entry and "text" not in entry else None
 
 
 def _raise(entry: dict[str, Any]) -> None:

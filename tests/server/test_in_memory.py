@@ -127,3 +127,27 @@ async def test_state_at_every_step_matches_the_live_states_across_snapshot_inter
         fork = await service.fork(episode.id, step=step, principal="")
         assert fork.state == expected and fork.initial_state == expected
     await service.store.close()
+
+
+async def test_a_repeated_key_after_a_state_change_is_a_new_call_not_a_retry(tmp_path: Path, mock_answer: Any) -> None:
+    """Clients that open a connection per call send JSON-RPC id 1 every time: a read repeated after a write
+    must see the write, while a real retry (nothing changed since) still gets the committed answer."""
+    service = await service_for(tmp_path, mock_answer)
+    episode = await service.create("mock")
+    read = ("get_item", {"name": "milk"})
+    first = await service.call(episode.id, "", *read, request_key="id-1-read")
+    retry = await service.call(episode.id, "", *read, request_key="id-1-read")
+    await service.call(episode.id, "", "list_items", {}, request_key="id-1-list")  # reads change nothing
+    still_retry = await service.call(episode.id, "", *read, request_key="id-1-read")
+    write = await service.call(episode.id, "", "set_quantity", {"name": "milk", "qty": 7}, request_key="id-1-write")
+    again = await service.call(episode.id, "", *read, request_key="id-1-read")
+    assert (first.seq, retry.seq, still_retry.seq, write.seq, again.seq) == (1, 1, 1, 3, 4)
+    assert first.output == {"name": "milk", "qty": 0} and again.output == {"name": "milk", "qty": 7}
+    await service.store.close()
+    reopened = await service_for(tmp_path, mock_answer)  # after a restart the rule holds from the stored events
+    write_retry = await reopened.call(
+        episode.id, "", "set_quantity", {"name": "milk", "qty": 7}, request_key="id-1-write"
+    )
+    assert write_retry.seq == 3  # only a read came after it: a retry, answered from the store
+    assert len(await reopened.store.events(episode.id)) == 4
+    await reopened.store.close()
