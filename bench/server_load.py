@@ -94,16 +94,16 @@ async def overhead(tmp: Path, agents: int, calls: int, rounds: int = 5) -> None:
     port = free_port()
     ours = await simia(port, tmp / f"bench-{port}.db", ["--backend", f"scripted:{SCRIPT}"]).ready()
     try:
+        await drive(base.port, ["/mcp"] * agents, 10, "set_quantity", ARGS)  # warm up
         ids = await create_episodes(ours.port, agents)
-        servers = [(base, ["/mcp"] * agents), (ours, [f"/episodes/{i}/mcp" for i in ids])]
-        for server, paths in servers:
-            await drive(server.port, paths, 10, "set_quantity", ARGS)  # warm up
+        await drive(ours.port, [f"/episodes/{i}/mcp" for i in ids], 10, "set_quantity", ARGS)
         wall: list[float] = []
         cpu: list[float] = []
         loads: list[Load] = []
         for _ in range(rounds):  # alternating, so a noisy neighbour hits both sides alike
+            ids = await create_episodes(ours.port, agents)  # fresh episodes: within the per-episode call budget
             per_call = []
-            for server, paths in servers:
+            for server, paths in ((base, ["/mcp"] * agents), (ours, [f"/episodes/{i}/mcp" for i in ids])):
                 before = cpu_seconds(server.proc.pid)
                 load = await drive(server.port, paths, calls, "set_quantity", ARGS)
                 per_call.append((1 / load.throughput, (cpu_seconds(server.proc.pid) - before) / load.calls))
