@@ -210,7 +210,9 @@ def rss_mb(pid: int) -> float:
 class Process:
     """A benchmarked server process, stopped on exit."""
 
-    def __init__(self, args: list[str], port: int, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, args: list[str], port: int, env: dict[str, str] | None = None, cpus: set[int] | None = None
+    ) -> None:
         self.port = port
         self.proc = subprocess.Popen(
             args,
@@ -218,6 +220,7 @@ class Process:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
         )
 
     async def ready(self, path: str = "/healthz") -> Process:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -33,7 +34,7 @@ SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
 SYNCHRONOUS = "NORMAL"  # --synchronous: NORMAL survives a crash of the server process (kill -9), FULL a power loss
 
 
-def simia(port: int, db: Path, backend: list[str]) -> Process:
+def simia(port: int, db: Path, backend: list[str], cpus: set[int] | None = None) -> Process:
     return Process(
         [
             PY,
@@ -55,11 +56,12 @@ def simia(port: int, db: Path, backend: list[str]) -> Process:
             *backend,
         ],
         port,
+        cpus=cpus,
     )
 
 
-def bare(port: int, *mode: str) -> Process:
-    return Process([PY, str(ROOT / "bench" / "_bare_server.py"), str(port), *mode], port)
+def bare(port: int, *mode: str, cpus: set[int] | None = None) -> Process:
+    return Process([PY, str(ROOT / "bench" / "_bare_server.py"), str(port), *mode], port, cpus=cpus)
 
 
 def provider(port: int, latency: float) -> Process:
@@ -90,9 +92,14 @@ async def run_simia(db_dir: Path, backend: list[str], episodes: int, calls: int)
 
 async def overhead(tmp: Path, agents: int, calls: int, rounds: int = 5) -> None:
     print(f"overhead: {agents} concurrent agents x {calls} calls, zero-latency backends, {rounds} alternating rounds")
-    base = await bare(free_port(), "echo").ready("/mcp")
+    cpus = sorted(os.sched_getaffinity(0))
+    server_cpus = {cpus[-1]} if len(cpus) >= 2 else None  # the servers on one CPU, the driver on the others
+    if server_cpus:
+        os.sched_setaffinity(0, set(cpus[:-1]))
+        print(f"  servers pinned to CPU {cpus[-1]}, the load driver to CPU(s) {cpus[:-1]}")
+    base = await bare(free_port(), "echo", cpus=server_cpus).ready("/mcp")
     port = free_port()
-    ours = await simia(port, tmp / f"bench-{port}.db", ["--backend", f"scripted:{SCRIPT}"]).ready()
+    ours = await simia(port, tmp / f"bench-{port}.db", ["--backend", f"scripted:{SCRIPT}"], cpus=server_cpus).ready()
     try:
         await drive(base.port, ["/mcp"] * agents, 10, "set_quantity", ARGS)  # warm up
         ids = await create_episodes(ours.port, agents)
@@ -113,6 +120,7 @@ async def overhead(tmp: Path, agents: int, calls: int, rounds: int = 5) -> None:
     finally:
         base.stop()
         ours.stop()
+        os.sched_setaffinity(0, set(cpus))
     report("bare SDK echo server", merged(loads[0::2]))
     report("simia (scripted backend)", merged(loads[1::2]))
     print(f"  per-call wall time simia / bare, per round: {' '.join(f'{r:.2f}' for r in wall)}")

@@ -216,7 +216,6 @@ _EVENT_COLUMNS = [
     "state_patch", "usage", "latency_ms", "model", "detail", "created_at",
 ]  # fmt: skip
 _JSON_EVENT = {"arguments", "output", "state_patch", "usage"}
-_IS_ERROR = _EVENT_COLUMNS.index("is_error")
 _INSERT_EVENT = "INSERT INTO events (episode_id, {}) VALUES ({})".format(
     ", ".join(_EVENT_COLUMNS), ", ".join("?" * (len(_EVENT_COLUMNS) + 1))
 )
@@ -541,11 +540,26 @@ class Store:
                 raise LookupError(f"no episode {episode_id!r}")
             seq, snapshot_seq = rows[0]
             event.seq = seq
-            values = [
-                compact_json(getattr(event, k)) if k in _JSON_EVENT else getattr(event, k) for k in _EVENT_COLUMNS
-            ]
-            values[_IS_ERROR] = int(event.is_error)
-            conn.execute(_INSERT_EVENT, [episode_id, *values])
+            e = event
+            values = (  # episode_id, then _EVENT_COLUMNS in order
+                episode_id,
+                seq,
+                e.request_key,
+                e.tool,
+                compact_json(e.arguments),
+                compact_json(e.output),
+                e.text,
+                int(e.is_error),
+                e.error_code,
+                e.error_kind,
+                compact_json(e.state_patch),
+                compact_json(e.usage),
+                e.latency_ms,
+                e.model,
+                e.detail,
+                e.created_at,
+            )
+            conn.execute(_INSERT_EVENT, values)
             if state_text is not None and seq - snapshot_seq >= SNAPSHOT_EVERY:
                 conn.execute(
                     "INSERT INTO snapshots (episode_id, seq, state) VALUES (?, ?, ?)", (episode_id, seq, state_text)

@@ -106,7 +106,7 @@ class ToolRequest:
 
 @dataclass(frozen=True)
 class Completion:
-    """A backend's answer: the parsed JSON object, the raw text, usage and latency."""
+    """A backend's answer: the parsed JSON object, the raw text, usage and the answering attempt's latency."""
 
     data: dict[str, Any]
     text: str
@@ -246,8 +246,7 @@ class Backend(ABC):
                         break
                     await policy.sleep(delay)
                     continue
-                latency = (time.monotonic() - start) * 1000
-                return Completion(completion.data, completion.text, completion.model, completion.usage, latency)
+                return completion
         detail = f" (last error: {last})" if last else ""
         if timed_out:
             raise BackendTimeout(f"{self.spec}: no answer within the {policy.deadline:g}s deadline{detail}")
