@@ -58,7 +58,9 @@ async def test_stdio_serves_one_episode_to_the_sdk_client(tmp_path: Path) -> Non
 
 
 @contextmanager
-def serve_process(db: Path, port: int, *, unsafe: bool = False) -> Iterator[subprocess.Popen[bytes]]:
+def serve_process(
+    db: Path, port: int, *, unsafe: bool = False, synchronous: str = "FULL"
+) -> Iterator[subprocess.Popen[bytes]]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if unsafe:
         env["SIMIA_UNSAFE_ACK_BEFORE_COMMIT"] = "1"
@@ -80,6 +82,8 @@ def serve_process(db: Path, port: int, *, unsafe: bool = False) -> Iterator[subp
             f"scripted:{SCRIPT}",
             "--log-level",
             "warning",
+            "--synchronous",
+            synchronous,
         ],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -153,10 +157,13 @@ async def lost_after_restart(db: Path, acked: list[tuple[str, int]]) -> list[tup
         return [a for a in acked if a not in stored]
 
 
-async def test_kill_9_under_load_loses_no_acknowledged_call_and_episodes_continue(tmp_path: Path) -> None:
+@pytest.mark.parametrize("synchronous", ["FULL", "NORMAL"])  # group commits on the writer thread / inline
+async def test_kill_9_under_load_loses_no_acknowledged_call_and_episodes_continue(
+    tmp_path: Path, synchronous: str
+) -> None:
     db, port = tmp_path / "simia.db", free_port()
     url = f"http://127.0.0.1:{port}"
-    with serve_process(db, port) as proc:
+    with serve_process(db, port, synchronous=synchronous) as proc:
         await wait_healthy(url, proc)
         acked = await load_then_kill(url, proc, acks_before_kill=80)
     assert len(acked) >= 80
