@@ -237,7 +237,7 @@ class SimiaApp:
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        self.metrics.live.set(await self.store.count_live())
+        self.metrics.live = await self.store.count_live()
         sweeper = asyncio.create_task(self._sweep())
         async with self.mcp.episode_server.session_manager.run(), self.mcp.world_server.session_manager.run():
             try:

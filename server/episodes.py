@@ -166,8 +166,8 @@ class EpisodeService:
         )
         await self.store.create_episode(episode)
         self._remember(episode)
-        self.metrics.episodes.labels(episode.world).inc()
-        self.metrics.live.inc()
+        self.metrics.episodes[episode.world] += 1
+        self.metrics.live += 1
         return episode
 
     def _remember(self, episode: EpisodeRecord) -> None:
@@ -329,19 +329,18 @@ class EpisodeService:
 
     def _observe(self, world: str, episode_id: str, event: EventRecord, seconds: float) -> None:
         outcome = "ok" if not event.is_error else (event.error_kind or "agent")
-        m = self.metrics
-        m.child(m.calls, world, event.tool if len(event.tool) <= 64 else "<long>", outcome).inc()
-        m.child(m.latency, world).observe(seconds)
-        if event.is_error:
-            m.child(m.errors, world, event.error_kind or "agent", event.error_code or "").inc()
         usage = event.usage
         prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
-        if prompt:
-            m.child(m.tokens, "prompt").inc(prompt)
-        if completion:
-            m.child(m.tokens, "completion").inc(completion)
-        if usage.get("cost_usd"):
-            m.cost.inc(usage["cost_usd"])
+        self.metrics.call(
+            world,
+            event.tool if len(event.tool) <= 64 else "<long>",
+            outcome,
+            seconds,
+            error=(event.error_kind or "agent", event.error_code or "") if event.is_error else None,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cost_usd=usage.get("cost_usd") or 0.0,
+        )
         if log.isEnabledFor(logging.INFO):
             log.info(
                 "call episode=%s seq=%d tool=%s outcome=%s code=%s latency_ms=%.1f tokens=%d",
@@ -384,13 +383,13 @@ class EpisodeService:
         finally:
             entry.users -= 1
         if was_active:
-            self.metrics.live.dec()
+            self.metrics.live -= 1
         return await self.get(episode_id, principal)
 
     async def sweep_idle(self) -> list[str]:
         ids = await self.store.abandon_idle(self.settings.idle_timeout)
         for episode_id in ids:
-            self.metrics.live.dec()
+            self.metrics.live -= 1
             entry = self._live.get(episode_id)
             if entry is not None and entry.record is not None:
                 entry.record.status = "abandoned"

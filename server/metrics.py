@@ -1,51 +1,107 @@
-"""Prometheus metrics of one server (its own registry, so several apps in one process do not collide)."""
+"""Prometheus metrics of one server: plain counters updated on the event loop, rendered on scrape.
+
+prometheus_client's metric objects take a lock on every update, and a tool call makes
+five. Here a call adds to dictionaries (the event loop is their only writer) and
+`/metrics` renders them through a collector in the server's own registry (so several
+apps in one process do not collide).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import bisect
+from collections import Counter
+from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
-__all__ = ["Metrics"]
+__all__ = ["LATENCY_BUCKETS", "Metrics"]
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
 class Metrics:
+    """What `/metrics` reports: tool calls, errors, latency, live and created episodes, backend tokens and cost."""
+
     def __init__(self) -> None:
+        self.calls: Counter[tuple[str, str, str]] = Counter()  # (world, tool, outcome)
+        self.errors: Counter[tuple[str, str, str]] = Counter()  # (world, kind, code)
+        self.latency: dict[str, list[float]] = {}  # world -> per-bucket counts (+Inf last), then the sum
+        self.episodes: Counter[str] = Counter()  # world -> created
+        self.tokens: Counter[str] = Counter({"prompt": 0, "completion": 0})
+        self.cost_usd = 0.0
+        self.live = 0
         self.registry = CollectorRegistry()
-        self.calls = Counter(
-            "simia_tool_calls", "Tool calls answered", ["world", "tool", "outcome"], registry=self.registry
-        )
-        self.errors = Counter(
-            "simia_tool_errors",
-            "Tool calls answered with isError, by kind and code",
-            ["world", "kind", "code"],
-            registry=self.registry,
-        )
-        self.latency = Histogram(
-            "simia_tool_call_latency_seconds",
-            "Tool call latency, simulation and commit included",
-            ["world"],
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
-            registry=self.registry,
-        )
-        self.live = Gauge("simia_live_episodes", "Active episodes", registry=self.registry)
-        self.episodes = Counter("simia_episodes_created", "Episodes created", ["world"], registry=self.registry)
-        self.tokens = Counter("simia_backend_tokens", "Simulator tokens", ["kind"], registry=self.registry)
-        self.cost = Counter(
-            "simia_backend_cost_usd", "Simulator cost in USD (known prices only)", registry=self.registry
-        )
+        self.registry.register(_Collector(self))
 
-        self._children: dict[tuple[Any, ...], Any] = {}
-        for kind in ("prompt", "completion"):
-            self.child(self.tokens, kind)  # shown from the start, zero until the first model call
-
-    def child(self, metric: Any, *labels: str) -> Any:
-        """`metric.labels(*labels)`, remembered (the lookup costs more than the increment)."""
-        key = (id(metric), *labels)
-        found = self._children.get(key)
-        if found is None:
-            found = self._children[key] = metric.labels(*labels)
-        return found
+    def call(
+        self,
+        world: str,
+        tool: str,
+        outcome: str,
+        seconds: float,
+        *,
+        error: tuple[str, str] | None = None,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        cost_usd: float = 0.0,
+    ) -> None:
+        """Count one answered tool call (`error`: its kind and code when it was an error)."""
+        self.calls[(world, tool, outcome)] += 1
+        if error is not None:
+            self.errors[(world, *error)] += 1
+        histogram = self.latency.get(world)
+        if histogram is None:
+            histogram = self.latency[world] = [0.0] * (len(LATENCY_BUCKETS) + 2)
+        histogram[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        histogram[-1] += seconds
+        if prompt_tokens:
+            self.tokens["prompt"] += prompt_tokens
+        if completion_tokens:
+            self.tokens["completion"] += completion_tokens
+        self.cost_usd += cost_usd
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _Collector(Collector):
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.metrics
+        calls = CounterMetricFamily("simia_tool_calls", "Tool calls answered", labels=["world", "tool", "outcome"])
+        for labels, count in sorted(m.calls.items()):
+            calls.add_metric(list(labels), count)
+        yield calls
+        errors = CounterMetricFamily(
+            "simia_tool_errors", "Tool calls answered with isError, by kind and code", labels=["world", "kind", "code"]
+        )
+        for labels, count in sorted(m.errors.items()):
+            errors.add_metric(list(labels), count)
+        yield errors
+        latency = HistogramMetricFamily(
+            "simia_tool_call_latency_seconds", "Tool call latency, simulation and commit included", labels=["world"]
+        )
+        for world, histogram in sorted(m.latency.items()):
+            cumulative, buckets = 0.0, list[tuple[str, float]]()
+            for bound, in_bucket in zip([*map(floatToGoString, LATENCY_BUCKETS), "+Inf"], histogram[:-1], strict=True):
+                cumulative += in_bucket
+                buckets.append((bound, cumulative))
+            latency.add_metric([world], buckets, histogram[-1])
+        yield latency
+        yield GaugeMetricFamily("simia_live_episodes", "Active episodes", value=m.live)
+        created = CounterMetricFamily("simia_episodes_created", "Episodes created", labels=["world"])
+        for world, count in sorted(m.episodes.items()):
+            created.add_metric([world], count)
+        yield created
+        tokens = CounterMetricFamily("simia_backend_tokens", "Simulator tokens", labels=["kind"])
+        for kind, count in sorted(m.tokens.items()):
+            tokens.add_metric([kind], count)
+        yield tokens
+        yield CounterMetricFamily(
+            "simia_backend_cost_usd", "Simulator cost in USD (known prices only)", value=m.cost_usd
+        )

@@ -180,6 +180,12 @@ class Backend(ABC):
     spec: str = "backend"
     model: str = ""
 
+    @property
+    def answers_synchronously(self) -> bool:
+        """Whether `generate` answers without ever suspending (a scripted answer, a function). The
+        deadline timer is then not armed: an asyncio timeout cannot interrupt code that never awaits."""
+        return False
+
     def __init__(self, *, max_concurrency: int = 16, retry: RetryPolicy | None = None) -> None:
         self.max_concurrency = max_concurrency
         self.retry = retry or RetryPolicy()
@@ -226,8 +232,11 @@ class Backend(ABC):
                     break
                 attempts += 1
                 try:
-                    async with asyncio.timeout(remaining):
+                    if self.answers_synchronously:  # nothing to interrupt: no deadline timer to arm
                         completion = await attempt(remaining)
+                    else:
+                        async with asyncio.timeout(remaining):
+                            completion = await attempt(remaining)
                 except TimeoutError:
                     timed_out = True
                     break

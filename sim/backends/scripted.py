@@ -73,6 +73,10 @@ class ScriptedBackend(Backend):
         # A script's answers are fixed: each is rendered once, found again by the entry's identity.
         self._texts = {id(e): json.dumps(_answer_of(e)) for e in script if _answer_of(e) is not None}
 
+    @property
+    def answers_synchronously(self) -> bool:
+        return not self.latency
+
     def _next(self, request: CompletionRequest) -> Any:
         last = str(request.messages[-1].get("content", "")) if request.messages else ""
         for rule in self.rules:

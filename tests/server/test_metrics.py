@@ -1,0 +1,34 @@
+"""/metrics text: counters, cumulative latency buckets and their sum, as Prometheus scrapes them."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+from simia.server.metrics import Metrics
+
+
+def test_calls_errors_latency_and_tokens_render_as_prometheus_families() -> None:
+    metrics = Metrics()
+    metrics.call("mock", "get_item", "ok", 0.004, prompt_tokens=120, completion_tokens=30, cost_usd=0.002)
+    metrics.call("mock", "get_item", "agent", 0.3, error=("agent", "item_not_found"))
+    metrics.call("retail", "cancel_order", "infra", 70.0, error=("infra", "backend_error"))
+    metrics.episodes["mock"] += 2
+    metrics.live = 1
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        for s in family.samples
+    }
+    assert samples[("simia_tool_calls_total", (("outcome", "ok"), ("tool", "get_item"), ("world", "mock")))] == 1
+    assert samples[("simia_tool_errors_total", (("code", "item_not_found"), ("kind", "agent"), ("world", "mock")))] == 1
+    bucket = "simia_tool_call_latency_seconds_bucket"
+    assert samples[(bucket, (("le", "0.005"), ("world", "mock")))] == 1
+    assert samples[(bucket, (("le", "0.25"), ("world", "mock")))] == 1
+    assert samples[(bucket, (("le", "0.5"), ("world", "mock")))] == 2  # cumulative
+    assert samples[(bucket, (("le", "60.0"), ("world", "retail")))] == 0
+    assert samples[(bucket, (("le", "+Inf"), ("world", "retail")))] == 1
+    assert samples[("simia_tool_call_latency_seconds_count", (("world", "mock"),))] == 2
+    assert abs(samples[("simia_tool_call_latency_seconds_sum", (("world", "mock"),))] - 0.304) < 1e-9
+    assert samples[("simia_backend_tokens_total", (("kind", "prompt"),))] == 120
+    assert samples[("simia_backend_cost_usd_total", ())] == 0.002
+    assert samples[("simia_episodes_created_total", (("world", "mock"),))] == 2
+    assert samples[("simia_live_episodes", ())] == 1
