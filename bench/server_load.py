@@ -90,7 +90,7 @@ async def run_simia(db_dir: Path, backend: list[str], episodes: int, calls: int)
     return load, before, after
 
 
-async def overhead(tmp: Path, agents: int, calls: int, rounds: int = 5) -> None:
+async def overhead(tmp: Path, agents: int, calls: int, rounds: int = 9) -> None:
     print(f"overhead: {agents} concurrent agents x {calls} calls, zero-latency backends, {rounds} alternating rounds")
     cpus = sorted(os.sched_getaffinity(0))
     server_cpus = {cpus[-1]} if len(cpus) >= 2 else None  # the servers on one CPU, the driver on the others
@@ -107,25 +107,29 @@ async def overhead(tmp: Path, agents: int, calls: int, rounds: int = 5) -> None:
         wall: list[float] = []
         cpu: list[float] = []
         loads: list[Load] = []
-        for _ in range(rounds):  # alternating, so a noisy neighbour hits both sides alike
+        simia_loads: list[Load] = []
+        for round_ in range(rounds):  # alternating (ABBA), so noise and drift hit both sides alike
             ids = await create_episodes(ours.port, agents)  # fresh episodes: within the per-episode call budget
-            per_call = []
-            for server, paths in ((base, ["/mcp"] * agents), (ours, [f"/episodes/{i}/mcp" for i in ids])):
+            sides = [(base, ["/mcp"] * agents), (ours, [f"/episodes/{i}/mcp" for i in ids])]
+            per_call: dict[Process, tuple[float, float]] = {}
+            for server, paths in sides if round_ % 2 == 0 else sides[::-1]:
                 before = cpu_seconds(server.proc.pid)
                 load = await drive(server.port, paths, calls, "set_quantity", ARGS)
-                per_call.append((1 / load.throughput, (cpu_seconds(server.proc.pid) - before) / load.calls))
-                loads.append(load)
-            wall.append(per_call[1][0] / per_call[0][0])
-            cpu.append(per_call[1][1] / per_call[0][1])
+                per_call[server] = (1 / load.throughput, (cpu_seconds(server.proc.pid) - before) / load.calls)
+                (loads if server is base else simia_loads).append(load)
+            wall.append(per_call[ours][0] / per_call[base][0])
+            cpu.append(per_call[ours][1] / per_call[base][1])
     finally:
         base.stop()
         ours.stop()
         os.sched_setaffinity(0, set(cpus))
-    report("bare SDK echo server", merged(loads[0::2]))
-    report("simia (scripted backend)", merged(loads[1::2]))
+    report("bare SDK echo server", merged(loads))
+    report("simia (scripted backend)", merged(simia_loads))
     print(f"  per-call wall time simia / bare, per round: {' '.join(f'{r:.2f}' for r in wall)}")
     print(f"  per-call server CPU simia / bare, per round: {' '.join(f'{r:.2f}' for r in cpu)}")
-    print(f"  per-call cost simia / bare = {statistics.median(wall):.2f} (median)   (target <= 1.25)")
+    print(
+        f"  per-call cost simia / bare = {statistics.median(wall):.2f} (median of {rounds} rounds)   (target <= 1.25)"
+    )
 
 
 async def scale(tmp: Path, episodes: int, calls: int, latency: float) -> None:

@@ -7,7 +7,6 @@ environment variables are read here and nowhere else.
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import os
 import sys
@@ -99,6 +98,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         idle_timeout=args.idle_timeout,
         max_live_episodes=args.max_live_episodes,
         public_url=args.public_url,
+        tune_gc=True,
     )
     unsafe = os.environ.get("SIMIA_UNSAFE_ACK_BEFORE_COMMIT") == "1"  # the durability test's control only
     store = Store(args.db, synchronous=args.synchronous, ack_before_commit=unsafe)
@@ -119,11 +119,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         f"  auth: {'bearer token required' if settings.tokens else 'none (local only)'}; metrics: {base}/metrics",
         flush=True,
     )
-    # Everything loaded so far (modules, worlds, schemas) lives as long as the server: moved out of the
-    # collector's reach, it is not traversed again by every full collection (measured: a third of a tool
-    # call's cost under load went to collections walking the import-time heap).
-    gc.collect()
-    gc.freeze()
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5)
     return 0
 

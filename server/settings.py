@@ -32,6 +32,8 @@ class ServerSettings:
         max_live_episodes: cap on active episodes; creating more answers 503.
         max_sessions: cap on open handshake-era MCP sessions per endpoint kind.
         public_url: the base URL put in `mcp_url` (default: the request's own base URL).
+        tune_gc: once serving, freeze the startup heap and collect less often (`simia serve` sets it;
+            left off for apps embedded in other processes, such as tests).
     """
 
     host: str = "127.0.0.1"
@@ -46,6 +48,7 @@ class ServerSettings:
     max_live_episodes: int = 10_000
     max_sessions: int = 10_000
     public_url: str | None = None
+    tune_gc: bool = False
     principals: dict[str, str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

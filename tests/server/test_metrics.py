@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client.parser import text_string_to_metric_families
 from simia.server.metrics import Metrics
 
@@ -32,3 +34,17 @@ def test_calls_errors_latency_and_tokens_render_as_prometheus_families() -> None
     assert samples[("simia_backend_cost_usd_total", ())] == 0.002
     assert samples[("simia_episodes_created_total", (("world", "mock"),))] == 2
     assert samples[("simia_live_episodes", ())] == 1
+
+
+async def test_a_server_with_tune_gc_freezes_its_startup_heap(make_server: Any) -> None:
+    import gc
+
+    from simia.server.settings import ServerSettings
+
+    threshold = gc.get_threshold()
+    try:
+        async with make_server(ServerSettings(tune_gc=True)):
+            assert gc.get_freeze_count() > 10_000 and gc.get_threshold()[0] == 10_000
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
