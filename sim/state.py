@@ -78,11 +78,11 @@ class _Patcher:
         if kind in ("move", "copy") and not isinstance(op.get("from"), str):
             raise _PatchFailure(f"'{kind}' needs a string 'from'")
         if kind == "add":
-            self._add(path, _copy_json(op["value"]))
+            self._put(path, _copy_json(op["value"]))
         elif kind == "remove":
             self._remove(path)
         elif kind == "replace":
-            self._replace(path, _copy_json(op["value"]))
+            self._put(path, _copy_json(op["value"]), replace=True)
         elif kind == "test":
             if not _json_equal(_get(self.root, path), op["value"]):
                 raise _PatchFailure(f"test failed: the value at {op['path']!r} is not {op['value']!r}")
@@ -94,9 +94,9 @@ class _Patcher:
             if source == path:
                 return  # moving a value onto itself changes nothing
             self._remove(source)
-            self._add(path, value)
+            self._put(path, value)
         elif kind == "copy":
-            self._add(path, _copy_json(_get(self.root, _tokens(op["from"]))))
+            self._put(path, _copy_json(_get(self.root, _tokens(op["from"]))))
         else:
             raise _PatchFailure(f"unknown op {kind!r}; use add, remove, replace, move, copy or test")
 
@@ -124,29 +124,22 @@ class _Patcher:
             node = child
         return node
 
-    def _add(self, path: list[str], value: Any) -> None:
+    def _put(self, path: list[str], value: Any, *, replace: bool = False) -> None:
+        """`add` (sets an object member, inserts into an array) or `replace` (the target must exist)."""
         if not path:
             self.root = value
             return
         parent, token = self._parent(path), path[-1]
         if isinstance(parent, dict):
+            if replace and token not in parent:
+                raise _PatchFailure(f"nothing at {_pointer(path)} to replace")
             parent[token] = value
+        elif replace:
+            parent[_index(parent, token, path)] = value
         elif token == "-":
             parent.append(value)
         else:
             parent.insert(_index(parent, token, path, end_ok=True), value)
-
-    def _replace(self, path: list[str], value: Any) -> None:
-        if not path:
-            self.root = value
-            return
-        parent, token = self._parent(path), path[-1]
-        if isinstance(parent, dict):
-            if token not in parent:
-                raise _PatchFailure(f"nothing at {_pointer(path)} to replace")
-            parent[token] = value
-        else:
-            parent[_index(parent, token, path)] = value
 
     def _remove(self, path: list[str]) -> None:
         if not path:
