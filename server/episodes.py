@@ -22,6 +22,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from simia.sim.prompts import PastCall
@@ -66,16 +67,19 @@ def new_episode_id() -> str:
 class _Live:
     """What the service keeps in memory for an episode it served recently (the store stays the truth)."""
 
+    recent: deque[EventRecord]  # the latest events: the simulator's window and the retry window
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     users: int = 0
     record: EpisodeRecord | None = None
-    window: deque[PastCall] = field(default_factory=lambda: deque(maxlen=50))
-    recent: deque[EventRecord] = field(default_factory=lambda: deque(maxlen=RETRY_WINDOW))
+
+    def window(self, size: int) -> list[PastCall]:
+        """The last `size` calls as the simulator sees them."""
+        return [event.past for event in list(self.recent)[-size:]] if size else []
 
     def retried(self, request_key: str) -> EventRecord | None:
         """The committed event `request_key` retries, if any (see the module docstring)."""
         changed_since = False
-        for event in reversed(self.recent):
+        for event in islice(reversed(self.recent), RETRY_WINDOW):
             if event.request_key == request_key:
                 return None if changed_since else event
             changed_since = changed_since or bool(event.state_patch)
@@ -109,6 +113,7 @@ class EpisodeService:
         self.metrics = metrics or Metrics()
         self.judge = judge
         self._live: OrderedDict[str, _Live] = OrderedDict()
+        self._keep = max([RETRY_WINDOW, *(w.simulator.window for w in worlds.values())])  # events kept per episode
         self.cache_size = 20_000
 
     def world(self, name: str) -> World:
@@ -177,7 +182,7 @@ class EpisodeService:
     def _entry(self, episode_id: str) -> _Live:
         entry = self._live.get(episode_id)
         if entry is None:
-            entry = self._live[episode_id] = _Live()
+            entry = self._live[episode_id] = _Live(deque(maxlen=self._keep))
             while len(self._live) > self.cache_size:
                 oldest, candidate = next(iter(self._live.items()))
                 if candidate.users:
@@ -193,14 +198,8 @@ class EpisodeService:
             record = await self.store.get_episode(episode_id)
             if record is None:
                 return None
-            world = self.worlds.get(record.world)
-            window = world.simulator.window if world else 0
-            recent = await self.store.recent_events(episode_id, max(window, RETRY_WINDOW))
-            entry.window.clear()
-            if window:
-                entry.window.extend(e.as_past() for e in recent[-window:])
             entry.recent.clear()
-            entry.recent.extend(recent)
+            entry.recent.extend(await self.store.recent_events(episode_id, self._keep))
             entry.record = record
         return entry.record
 
@@ -281,7 +280,7 @@ class EpisodeService:
             event = await self.store.commit_event(episode_id, event, None)
             self._applied(entry, episode, event, None)
             return world.name, event
-        window = list(entry.window)[-world.simulator.window :] if world.simulator.window else []
+        window = entry.window(world.simulator.window)
         seed = None if episode.seed is None else episode.seed * 100_003 + episode.seq
         step = await self.simulator.step(
             world,
@@ -310,7 +309,6 @@ class EpisodeService:
         episode.updated_at = event.created_at
         if new_state is not None:
             episode.state = new_state
-        entry.window.append(event.as_past())
         entry.recent.append(event)
 
     def _budget_problem(self, episode: EpisodeRecord) -> tuple[str, str] | None:

@@ -75,9 +75,6 @@ class Step:
     model: str = ""
     detail: str = ""
 
-    def as_past(self) -> PastCall:
-        return PastCall(self.tool, self.arguments, self.output if not self.is_error else self.text, self.is_error)
-
 
 def _agent_error(call: ToolCall, state: dict[str, Any], code: str, text: str) -> Step:
     return Step(call.tool, call.arguments, None, text, True, state, error_code=code, error_kind="agent")

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -181,8 +182,9 @@ class EventRecord:
     seq: int = 0
     created_at: float = field(default_factory=time.time)
 
-    def as_past(self) -> PastCall:
-        """The event as the simulator's window shows it."""
+    @cached_property
+    def past(self) -> PastCall:
+        """The event as the simulator's window shows it (made once: it stays in several windows)."""
         return PastCall(self.tool, self.arguments, self.text if self.is_error else self.output, self.is_error)
 
     def public(self) -> dict[str, Any]:
