@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -64,8 +66,20 @@ def bare(port: int, *mode: str, cpus: set[int] | None = None) -> Process:
     return Process([PY, str(ROOT / "bench" / "_bare_server.py"), str(port), *mode], port, cpus=cpus)
 
 
-def provider(port: int, latency: float) -> Process:
-    return Process([PY, "-m", "simia.sim.backends.fake_server", "--port", str(port), "--latency", str(latency)], port)
+@contextlib.asynccontextmanager
+async def fake_provider(latency: float) -> AsyncIterator[str]:
+    """A fake OpenAI-compatible provider answering after `latency` seconds; yields its base URL."""
+    port = free_port()
+    fake = Process([PY, "-m", "simia.sim.backends.fake_server", "--port", str(port), "--latency", str(latency)], port)
+    try:
+        await fake.ready("/v1/chat/completions")
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        fake.stop()
+
+
+def fake_backend(url: str, concurrency: int) -> list[str]:
+    return ["--backend", "openai-compatible:fake", "--base-url", url, "--backend-concurrency", str(concurrency)]
 
 
 def report(name: str, load: Load) -> None:
@@ -134,19 +148,14 @@ async def overhead(tmp: Path, agents: int, calls: int, rounds: int = 9) -> None:
 
 async def scale(tmp: Path, episodes: int, calls: int, latency: float) -> None:
     print(f"scale: {episodes} concurrent episodes x {calls} calls, backend latency {latency * 1000:.0f} ms")
-    fake = await provider(free_port(), latency).ready("/v1/chat/completions")
-    url = f"http://127.0.0.1:{fake.port}/v1"
-    try:
+    async with fake_provider(latency) as url:
         base = await bare(free_port(), "model", url).ready("/mcp")
         try:
             bare_load = await drive(base.port, ["/mcp"] * episodes, calls, "set_quantity", ARGS)
             bare_rss = rss_mb(base.proc.pid)
         finally:
             base.stop()
-        backend = ["--backend", "openai-compatible:fake", "--base-url", url, "--backend-concurrency", "100000"]
-        ours, before, after = await run_simia(tmp, backend, episodes, calls)
-    finally:
-        fake.stop()
+        ours, before, after = await run_simia(tmp, fake_backend(url, 100_000), episodes, calls)
     report("bare SDK server + 1 model call", bare_load)
     report("simia", ours)
     print(f"  throughput simia / bare = {ours.throughput / bare_load.throughput:.2f}   (target >= 0.80)")
@@ -159,13 +168,8 @@ async def scale(tmp: Path, episodes: int, calls: int, latency: float) -> None:
 
 async def realistic(tmp: Path, episodes: int, calls: int, latency: float) -> None:
     print(f"realistic: {episodes} concurrent episodes x {calls} calls, backend latency {latency:.1f} s")
-    fake = await provider(free_port(), latency).ready("/v1/chat/completions")
-    url = f"http://127.0.0.1:{fake.port}/v1"
-    try:
-        backend = ["--backend", "openai-compatible:fake", "--base-url", url, "--backend-concurrency", "1000"]
-        ours, _, _ = await run_simia(tmp, backend, episodes, calls)
-    finally:
-        fake.stop()
+    async with fake_provider(latency) as url:
+        ours, _, _ = await run_simia(tmp, fake_backend(url, 1000), episodes, calls)
     report("simia", ours)
     ideal = episodes / latency
     print(

@@ -71,7 +71,7 @@ class ScriptedBackend(Backend):
         self.position = 0
         self.requests: list[CompletionRequest] = []
         # A script's answers are fixed: each is rendered once, found again by the entry's identity.
-        self._texts = {id(e): json.dumps(_answer_of(e)) for e in script if _answer_of(e) is not None}
+        self._texts = {id(e): json.dumps(answer) for e in script if (answer := _answer_of(e)) is not None}
 
     @property
     def answers_synchronously(self) -> bool:
