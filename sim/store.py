@@ -218,6 +218,9 @@ _EVENT_COLUMNS = [
     "state_patch", "usage", "latency_ms", "model", "detail", "created_at",
 ]  # fmt: skip
 _JSON_EVENT = {"arguments", "output", "state_patch", "usage"}
+_INSERT_EPISODE = "INSERT INTO episodes ({}) VALUES ({})".format(
+    ", ".join(_EPISODE_COLUMNS), ", ".join("?" * len(_EPISODE_COLUMNS))
+)
 _INSERT_EVENT = "INSERT INTO events (episode_id, {}) VALUES ({})".format(
     ", ".join(_EVENT_COLUMNS), ", ".join("?" * (len(_EVENT_COLUMNS) + 1))
 )
@@ -408,13 +411,12 @@ class Store:
     async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
         def run(conn: sqlite3.Connection) -> EpisodeRecord:
             values = [
-                json.dumps(getattr(episode, k))
+                compact_json(getattr(episode, k))
                 if k in _JSON_EPISODE and getattr(episode, k) is not None
                 else getattr(episode, k)
                 for k in _EPISODE_COLUMNS
             ]
-            marks = ", ".join("?" for _ in _EPISODE_COLUMNS)
-            conn.execute(f"INSERT INTO episodes ({', '.join(_EPISODE_COLUMNS)}) VALUES ({marks})", values)
+            conn.execute(_INSERT_EPISODE, values)
             return episode
 
         return await self._run(run, point=True)
@@ -480,9 +482,9 @@ class Store:
                 (
                     status,
                     reason,
-                    json.dumps(verdict) if verdict is not None else None,
-                    json.dumps(transcript) if transcript is not None else None,
-                    json.dumps(tokens) if tokens is not None else None,
+                    compact_json(verdict) if verdict is not None else None,
+                    compact_json(transcript) if transcript is not None else None,
+                    compact_json(tokens) if tokens is not None else None,
                     now,
                     status,
                     now,
@@ -634,7 +636,7 @@ class Store:
         def run(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT OR REPLACE INTO llm_cache (key, replay_key, data, model, created) VALUES (?, ?, ?, ?, ?)",
-                (key, replay_key, json.dumps(data), model, time.time()),
+                (key, replay_key, compact_json(data), model, time.time()),
             )
 
         await self._run(run, point=True)
