@@ -24,8 +24,8 @@ lint: ## ruff lint and format check
 
 typecheck: ## mypy --strict over the packages (through a simia/ symlink tree)
 	rm -rf .typecheck && mkdir -p .typecheck/simia
-	for p in sim server clients training; do ln -s ../../$$p .typecheck/simia/$$p; done
-	cd .typecheck && ../$(PY) -m mypy --config-file ../pyproject.toml -p simia.sim -p simia.server -p simia.clients -p simia.training
+	for p in cli sim server clients training testing; do ln -s ../../$$p .typecheck/simia/$$p; done
+	cd .typecheck && ../$(PY) -m mypy --config-file ../pyproject.toml -p simia.cli -p simia.sim -p simia.server -p simia.clients -p simia.training -p simia.testing
 
 check: lint typecheck test ## everything
 

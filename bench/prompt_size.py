@@ -22,7 +22,7 @@ from typing import Any
 
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend
-from simia.sim.backends.mock_world import parse_simulator_prompt
+from simia.testing.mock_world import parse_simulator_prompt
 from simia.sim.prompts import system_prompt
 from simia.sim.simulator import Simulator, Step, ToolCall
 

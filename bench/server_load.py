@@ -41,7 +41,7 @@ def simia(port: int, db: Path, backend: list[str], cpus: set[int] | None = None)
         [
             PY,
             "-m",
-            "simia.server.cli",
+            "simia.cli",
             "serve",
             "--db",
             str(db),
@@ -70,7 +70,7 @@ def bare(port: int, *mode: str, cpus: set[int] | None = None) -> Process:
 async def fake_provider(latency: float) -> AsyncIterator[str]:
     """A fake OpenAI-compatible provider answering after `latency` seconds; yields its base URL."""
     port = free_port()
-    fake = Process([PY, "-m", "simia.sim.backends.fake_server", "--port", str(port), "--latency", str(latency)], port)
+    fake = Process([PY, "-m", "simia.testing.fake_provider", "--port", str(port), "--latency", str(latency)], port)
     try:
         await fake.ready("/v1/chat/completions")
         yield f"http://127.0.0.1:{port}/v1"

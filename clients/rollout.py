@@ -319,7 +319,7 @@ async def in_process_server(
     from simia.server.app import build_app
     from simia.server.episodes import judge_callable
     from simia.server.settings import ServerSettings
-    from simia.sim.backends.fake_server import free_port, serving
+    from simia.server.inprocess import free_port, serving
     from simia.sim.judge import Judge
     from simia.sim.simulator import Simulator
     from simia.sim.store import Store

@@ -34,7 +34,7 @@ from .prompts import PastCall
 from .state import apply_patch
 from .world import compact_json
 
-__all__ = ["EpisodeRecord", "EventRecord", "Store"]
+__all__ = ["EpisodeRecord", "EventRecord", "Store", "open_store"]
 
 T = TypeVar("T")
 log = logging.getLogger("simia.store")
@@ -707,3 +707,11 @@ def _resolve_all(jobs: list[_Job]) -> None:
             job.future.set_exception(job.error)
         else:
             job.future.set_result(job.result)
+
+
+def open_store(target: str | Path, *, synchronous: str = "FULL") -> Store:
+    """The store behind `target`: a SQLite path (or `sqlite:///PATH`)."""
+    text = str(target)
+    if text.startswith("sqlite:///"):
+        text = text[len("sqlite:///") :]
+    return Store(text, synchronous=synchronous)

@@ -14,8 +14,8 @@ from simia.server.app import SimiaApp, build_app
 from simia.server.settings import ServerSettings
 from simia.sim import load_worlds
 from simia.sim.backends import Backend, FunctionBackend
-from simia.sim.backends.fake_server import free_port, serving
-from simia.sim.backends.mock_world import mock_world_answer
+from simia.server.inprocess import free_port, serving
+from simia.testing.mock_world import mock_world_answer
 from simia.sim.simulator import Simulator
 from simia.sim.store import Store
 

@@ -9,7 +9,7 @@ import httpx2 as httpx
 import pytest
 from simia.clients.agent import Agent
 from simia.sim.backends import resolve_backend
-from simia.sim.backends.fake_server import FakeProvider
+from simia.testing.fake_provider import FakeProvider
 
 
 def policy(body: dict[str, Any]) -> dict[str, Any]:

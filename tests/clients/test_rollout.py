@@ -12,7 +12,7 @@ from simia.clients.rollout import RolloutConfig, rollout, select_tasks
 from simia.server.episodes import judge_callable
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend, ScriptedBackend
-from simia.sim.backends.mock_world import mock_world_answer
+from simia.testing.mock_world import mock_world_answer
 from simia.sim.errors import BackendRejected
 from simia.sim.judge import Judge
 
@@ -132,7 +132,7 @@ def test_tasks_are_selected_by_all_id_or_file(tmp_path: Path) -> None:
 def test_the_rollout_command_serves_in_process_and_writes_results(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from simia.server.cli import main
+    from simia.cli import main
 
     agent = tmp_path / "agent.json"
     agent.write_text(

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_mcp_conformance_suite_passes_every_generic_server_scenario() -> None:
     assert shutil.which("npm"), "npm is needed to install the conformance suite (see .ci/conformance)"
-    env = {**os.environ, "SIMIA": f"{sys.executable} -m simia.server.cli"}
+    env = {**os.environ, "SIMIA": f"{sys.executable} -m simia.cli"}
     run = subprocess.run(
         ["bash", str(ROOT / ".ci" / "conformance" / "run.sh")], env=env, capture_output=True, text=True, timeout=600
     )

@@ -11,7 +11,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 from mcp import Client
-from simia.server.cli import main
+from simia.cli import main
 from simia.server.episodes import judge_callable
 from simia.sim.backends import FunctionBackend, ScriptedBackend
 from simia.sim.judge import Judge

@@ -16,7 +16,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 from mcp import Client, StdioServerParameters
-from simia.sim.backends.fake_server import free_port
+from simia.server.inprocess import free_port
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +28,7 @@ async def test_stdio_serves_one_episode_to_the_sdk_client(tmp_path: Path) -> Non
         command=sys.executable,
         args=[
             "-m",
-            "simia.server.cli",
+            "simia.cli",
             "serve",
             "--transport",
             "stdio",
@@ -68,7 +68,7 @@ def serve_process(
         [
             sys.executable,
             "-m",
-            "simia.server.cli",
+            "simia.cli",
             "serve",
             "--db",
             str(db),

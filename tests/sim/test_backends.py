@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 from simia.sim.backends import CompletionRequest, RetryPolicy, ScriptedBackend, resolve_backend
-from simia.sim.backends.fake_server import FakeProvider, FakeReply
+from simia.testing.fake_provider import FakeProvider, FakeReply
 from simia.sim.errors import (
     BackendConfigError,
     BackendOutputError,

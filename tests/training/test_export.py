@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from simia.server.cli import main
+from simia.cli import main
 from simia.training.export import export
 from tests_helpers import GOOD, WORLDS, make_db  # type: ignore[import-not-found]
 

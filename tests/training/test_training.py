@@ -16,7 +16,7 @@ pytest.importorskip("trl", reason="needs the `train` extra")
 from simia.clients.rollout import in_process_server
 from simia.sim import load_worlds
 from simia.sim.backends import FunctionBackend
-from simia.sim.backends.mock_world import mock_world_answer
+from simia.testing.mock_world import mock_world_answer
 from simia.training import models
 from simia.training.export import export
 from simia.training.grpo import GRPORun, environment_class, task_dataset

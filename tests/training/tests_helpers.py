@@ -10,7 +10,7 @@ from simia.server.episodes import EpisodeService, judge_callable
 from simia.server.settings import ServerSettings
 from simia.sim import load_worlds
 from simia.sim.backends import FunctionBackend
-from simia.sim.backends.mock_world import mock_world_answer
+from simia.testing.mock_world import mock_world_answer
 from simia.sim.judge import Judge
 from simia.sim.simulator import Simulator
 from simia.sim.store import Store

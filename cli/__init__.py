@@ -1,4 +1,4 @@
-"""The `simia` command line: thin wrappers over library functions.
+"""The `simia` command line, the composition root: the only package that imports every layer.
 
 Each subcommand parses flags, calls one library function and prints its result;
 environment variables are read here and nowhere else.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._base import CompletionRequest
+from simia.sim.backends import CompletionRequest
 
 __all__ = ["mock_world_answer", "parse_simulator_prompt"]
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from simia.server.cli import main
+from simia.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,10 +7,10 @@ script its replies (status, body, headers, delay) or answer with a function.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
-import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,32 +21,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-__all__ = ["FakeProvider", "FakeReply", "free_port", "serving"]
+from simia.server.inprocess import serving
 
+from .mock_world import mock_world_answer
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@contextlib.asynccontextmanager
-async def serving(app: Any, port: int | None = None) -> AsyncIterator[int]:
-    """Run an ASGI app with uvicorn on 127.0.0.1 (a free port by default) in this event loop; yields the port."""
-    port = port or free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1)
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.01)
-        yield port
-    finally:
-        server.should_exit = True
-        await task
+__all__ = ["FakeProvider", "FakeReply"]
 
 
 @dataclass
@@ -181,11 +160,7 @@ class FakeProvider:
 
 
 def main() -> None:
-    """`python -m simia.sim.backends.fake_server --port P [--latency S] [--answer mock]`: serve until killed."""
-    import argparse
-
-    import uvicorn
-
+    """`python -m simia.testing.fake_provider --port P [--latency S] [--answer mock]`: serve until killed."""
     parser = argparse.ArgumentParser(description="A fake OpenAI/Anthropic provider for tests and benchmarks.")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds every reply waits")
@@ -198,8 +173,6 @@ def main() -> None:
     args = parser.parse_args()
     answer: Any = None
     if args.answer == "mock":
-        from .mock_world import mock_world_answer
-
         answer = mock_world_answer
     provider = FakeProvider(answer, latency=args.latency)
     uvicorn.run(provider.app, host="127.0.0.1", port=args.port, log_level="warning", backlog=4096)
