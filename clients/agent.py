@@ -16,8 +16,11 @@ from typing import Any
 import mcp_types as types
 from mcp import Client
 from simia.sim.backends import Backend, CompletionRequest, ToolRequest, Usage
-from simia.sim.prompts import schema_signature
+from simia.sim.errors import BackendError
+from simia.sim.tool_views import openai_tool
+from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND
 
+from .prompt import agent_system_prompt
 from .user import UserSimulator
 
 __all__ = ["Agent", "EpisodeRun", "action_schema"]
@@ -55,27 +58,10 @@ class EpisodeRun:
     turns: int = 0
     tool_calls: int = 0
     stop: str = ""  # answered | user_done | max_turns | infra_error | agent_error
-    infra_error: str = ""
+    infra_error: str = ""  # the environment failed: a tool result marked infra
+    agent_error: str = ""  # the agent's (or user's) model failed, or the agent produced nothing usable
     usage: Usage = field(default_factory=Usage)
     episode_id: str = ""
-
-
-def _system(policy: str, tools: list[types.Tool], *, native: bool) -> str:
-    intro = (
-        "You are a customer service agent. Help the user by calling tools; never invent facts that the tools did "
-        "not return. Follow the policy.\n\n"
-        f"# Policy\n{policy or '(none)'}"
-    )
-    if native:  # the provider receives the tools themselves
-        return intro
-    cards = "\n".join(
-        f"- {t.name}({schema_signature(t.input_schema)}): {' '.join((t.description or '').split())}" for t in tools
-    )
-    return (
-        f"{intro}\n\n# Tools\n{cards}\n\n"
-        '# Answer format\nOne JSON object: {"message": text for the user, "tool_calls": [{"name", "arguments"}]}. '
-        "Call tools when you need information or must act; answer with an empty tool_calls list to reply to the user."
-    )
 
 
 class Agent:
@@ -106,39 +92,42 @@ class Agent:
 
     async def run(
         self,
-        mcp_url: str | Client,
+        episode: str | Client,
         *,
         instruction: str,
         policy: str = "",
         user: UserSimulator | None = None,
-        http_client: Any = None,
     ) -> EpisodeRun:
-        """Run one episode. `mcp_url` is an episode URL (or an open SDK `Client`)."""
-        if isinstance(mcp_url, Client):
-            return await self._run(mcp_url, instruction, policy, user)
-        target: Any = mcp_url
-        if http_client is not None:
-            from mcp.client.streamable_http import streamable_http_client
-
-            target = streamable_http_client(mcp_url, http_client=http_client)
-        async with Client(target) as client:
+        """Run one episode: `episode` is an episode's MCP URL or an open SDK `Client` on it
+        (`SimiaClient.mcp(episode)` gives one that carries the bearer token)."""
+        if isinstance(episode, Client):
+            return await self._run(episode, instruction, policy, user)
+        async with Client(episode) as client:
             return await self._run(client, instruction, policy, user)
 
     async def _run(self, client: Client, instruction: str, policy: str, user: UserSimulator | None) -> EpisodeRun:
+        run = EpisodeRun(transcript=[])
+        try:
+            await self._loop(client, instruction, policy, user, run)
+        except BackendError as exc:  # the policy's or the user's model, after its own retries
+            run.stop, run.agent_error = "agent_error", f"the agent's model failed: {exc}"
+            return run
+        said = any(m.get("role") == "assistant" and (m.get("content") or "").strip() for m in run.transcript)
+        if run.tool_calls == 0 and not said and run.stop != "infra_error":
+            run.stop, run.agent_error = "agent_error", "the agent's model produced no tool call and no message"
+        return run
+
+    async def _loop(
+        self, client: Client, instruction: str, policy: str, user: UserSimulator | None, run: EpisodeRun
+    ) -> None:
         listed = await client.list_tools()
         tools = listed.tools
         schema = action_schema(tools)
         native = bool(getattr(self.backend, "supports_tools", False)) and self.native_tools
-        function_tools = [
-            {
-                "type": "function",
-                "function": {"name": t.name, "description": t.description or "", "parameters": t.input_schema},
-            }
-            for t in tools
-        ]
-        run = EpisodeRun(transcript=[{"role": "system", "content": _system(policy, tools, native=native)}])
+        function_tools = [openai_tool(t) for t in tools]
+        run.transcript.append({"role": "system", "content": agent_system_prompt(policy, None if native else tools)})
         if listed.meta:
-            run.episode_id = str(listed.meta.get("simia/episode", ""))
+            run.episode_id = str(listed.meta.get(META_EPISODE, ""))
         view: list[dict[str, Any]] = [dict(run.transcript[0])]  # what the model reads (plain roles)
         first = await user.start(instruction) if user else instruction
         run.usage = run.usage + (user.usage if user else Usage())
@@ -207,12 +196,11 @@ class Agent:
                 results.append(f"Result of {entry['id']} {call.get('name')}: {text}")
                 run.tool_calls += 1
                 meta = result.meta or {}
-                if result.is_error and meta.get("simia/error_kind") == "infra":
-                    run.infra_error = f"{meta.get('simia/error_code')}: {text}"
+                if result.is_error and meta.get(META_ERROR_KIND) == "infra":
+                    run.infra_error = f"{meta.get(META_ERROR_CODE)}: {text}"
             view.append({"role": "user", "content": "\n".join(results)})
             if run.infra_error:
                 run.stop = "infra_error"
                 break
         else:
             run.stop = "max_turns"
-        return run

@@ -13,20 +13,20 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import httpx2 as httpx
 from simia.sim.backends import Backend
-from simia.sim.errors import BackendError
-from simia.sim.world import Task, World
+from simia.sim.verdict import Verdict
+from simia.sim.wire import TaskInfo, WorldInfo
 
-from .agent import Agent
+from .agent import Agent, EpisodeRun
+from .api import ServerUnreachable, SimiaApiError, SimiaClient
 from .user import UserSimulator
 
-__all__ = ["RolloutConfig", "RunResult", "Summary", "in_process_server", "rollout", "select_tasks"]
+__all__ = ["RolloutConfig", "RunResult", "RunStatus", "Summary", "rollout", "select_tasks"]
 
 
 @dataclass
@@ -35,8 +35,8 @@ class RolloutConfig:
 
     Attributes:
         server: base URL of a running `simia serve`.
-        world: the world to roll out in (loaded locally too, for task details the agent must not see).
-        tasks: task ids to run.
+        world: the world as the server describes it (`SimiaClient.world(name)`): tools, policy, tasks.
+        tasks: the tasks to run.
         n: episodes per task.
         concurrency: episodes in flight at once.
         max_turns: agent model calls per episode.
@@ -47,8 +47,8 @@ class RolloutConfig:
     """
 
     server: str
-    world: World
-    tasks: list[Task]
+    world: WorldInfo
+    tasks: list[TaskInfo]
     n: int = 1
     concurrency: int = 4
     max_turns: int = 10
@@ -60,13 +60,22 @@ class RolloutConfig:
     user_max_tokens: int = 256
 
 
+RunStatus = Literal["judged", "infra_failed", "agent_failed"]
+"""judged: the episode ran and was judged. infra_failed: the environment failed (server unreachable, simulator
+backend down, timeout, budget) on every try. agent_failed: the agent's or user's own model failed, or the agent
+produced nothing usable (no tool call and no message)."""
+
+
 @dataclass
 class RunResult:
+    """One (task, attempt): its last episode, how it ended and its verdict's reward."""
+
     task: str
     attempt: int
     episode_id: str
-    status: str  # judged | infra_failed | agent_failed
+    status: RunStatus
     reward: int | None = None
+    training_reward: float | None = None
     verdict_status: str | None = None
     stop: str = ""
     turns: int = 0
@@ -80,14 +89,29 @@ class RunResult:
 
 @dataclass
 class Summary:
+    """All results of a rollout; `succeeded` is false when no episode was judged."""
+
     results: list[RunResult] = field(default_factory=list)
     interrupted: bool = False
+
+    @property
+    def succeeded(self) -> bool:
+        return any(r.status == "judged" for r in self.results)
+
+    def counts(self) -> dict[str, Any]:
+        return {
+            "runs": len(self.results),
+            "judged": sum(r.status == "judged" for r in self.results),
+            "infra_failed": sum(r.status == "infra_failed" for r in self.results),
+            "agent_failed": sum(r.status == "agent_failed" for r in self.results),
+            "mean_reward": _mean([r.training_reward for r in self.results if r.training_reward is not None]),
+        }
 
     def table(self) -> str:
         rows = [("TASK", "RUNS", "JUDGED", "INFRA", "AGENT-FAIL", "MEAN REWARD")]
         for task in sorted({r.task for r in self.results}):
             mine = [r for r in self.results if r.task == task]
-            rewards = [r.reward for r in mine if r.reward is not None]
+            rewards = [r.training_reward for r in mine if r.training_reward is not None]
             rows.append(
                 (
                     task,
@@ -102,7 +126,7 @@ class Summary:
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
-def select_tasks(world: World, spec: str) -> list[Task]:
+def select_tasks(world: WorldInfo, spec: str) -> list[TaskInfo]:
     """`all`, one task id, or a file of task ids (one a line, or JSONL objects with "id")."""
     if spec == "all":
         return list(world.tasks)
@@ -112,13 +136,19 @@ def select_tasks(world: World, spec: str) -> list[Task]:
     path = Path(spec)
     if path.is_file():
         ids = []
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
             line = line.strip()
-            if line:
+            if not line:
+                continue
+            try:
                 ids.append(str(json.loads(line)["id"]) if line.startswith("{") else line)
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise ValueError(f'{path}:{n}: expected a task id or a JSON object with "id"') from None
         missing = [i for i in ids if world.task(i) is None]
         if missing:
             raise ValueError(f"unknown task id(s) in {path}: {', '.join(missing)}")
+        if not ids:
+            raise ValueError(f"{path} lists no task ids")
         return [t for i in ids if (t := world.task(i)) is not None]
     known = ", ".join(t.id for t in world.tasks) or "(none)"
     raise ValueError(f"--tasks {spec!r} is neither 'all', a task id of {world.name!r} ({known}), nor a file")
@@ -128,7 +158,7 @@ class _Progress:
     def __init__(self, total: int) -> None:
         self.total = total
         self.done = self.failed = self.tokens = 0
-        self.rewards: list[int] = []
+        self.rewards: list[float] = []
         self.tty = sys.stderr.isatty()
         self.start = time.monotonic()
 
@@ -136,8 +166,8 @@ class _Progress:
         self.done += 1
         self.failed += result.status != "judged"
         self.tokens += result.tokens
-        if result.reward is not None:
-            self.rewards.append(result.reward)
+        if result.training_reward is not None:
+            self.rewards.append(result.training_reward)
         mean = f"{sum(self.rewards) / len(self.rewards):.2f}" if self.rewards else "-"
         line = (
             f"[{self.done}/{self.total}] failed {self.failed}  mean reward {mean}  tokens {self.tokens}  "
@@ -160,18 +190,17 @@ async def rollout(
     """Run every (task, attempt) and return the summary; results are appended to `out/results.jsonl` as they end."""
     config.out.mkdir(parents=True, exist_ok=True)
     results_path = config.out / "results.jsonl"
-    headers = {"authorization": f"Bearer {config.token}"} if config.token else {}
     summary = Summary()
     jobs = [(task, i) for task in config.tasks for i in range(config.n)]
     progress = _Progress(len(jobs))
     semaphore = asyncio.Semaphore(config.concurrency)
     agent = Agent(agent_backend, max_turns=config.max_turns, max_tokens=config.agent_max_tokens)
 
-    async with httpx.AsyncClient(base_url=config.server, headers=headers, timeout=600) as http:
+    async with SimiaClient(config.server, token=config.token) as api:
 
-        async def one(index: int, task: Task, attempt: int) -> None:
+        async def one(index: int, task: TaskInfo, attempt: int) -> None:
             async with semaphore:
-                result = await _run_with_retries(http, config, agent, user_backend, task, attempt, index)
+                result = await _run_with_retries(api, config, agent, user_backend, task, attempt, index)
             summary.results.append(result)
             with results_path.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(asdict(result)) + "\n")
@@ -185,54 +214,38 @@ async def rollout(
             summary.interrupted = True
         finally:
             progress.close()
-            (config.out / "summary.json").write_text(
-                json.dumps(
-                    {
-                        "world": config.world.name,
-                        "runs": len(summary.results),
-                        "planned": len(jobs),
-                        "interrupted": summary.interrupted,
-                        "judged": sum(r.status == "judged" for r in summary.results),
-                        "infra_failed": sum(r.status == "infra_failed" for r in summary.results),
-                        "agent_failed": sum(r.status == "agent_failed" for r in summary.results),
-                        "mean_reward": _mean([r.reward for r in summary.results if r.reward is not None]),
-                    },
-                    indent=1,
-                )
-            )
+            written = {"world": config.world.name, "planned": len(jobs), "interrupted": summary.interrupted}
+            (config.out / "summary.json").write_text(json.dumps({**written, **summary.counts()}, indent=1))
     return summary
 
 
-def _mean(values: list[int]) -> float | None:
+def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
 async def _run_with_retries(
-    http: httpx.AsyncClient,
+    api: SimiaClient,
     config: RolloutConfig,
     agent: Agent,
     user_backend: Backend | None,
-    task: Task,
+    task: TaskInfo,
     attempt: int,
     index: int,
 ) -> RunResult:
     start = time.monotonic()
     last = RunResult(task=task.id, attempt=attempt, episode_id="", status="infra_failed")
     for retry in range(config.retries + 1):
-        body: dict[str, Any] = {"world": config.world.name, "task": task.id}
-        if config.seed is not None:
-            body["seed"] = config.seed + index * 1000 + retry
+        seed = None if config.seed is None else config.seed + index * 1000 + retry
         try:
-            created = await http.post("/v1/episodes", json=body)
-        except httpx.TransportError as exc:
-            last.error = f"server unreachable: {exc}"
+            episode = await api.create(config.world.name, task=task.id, seed=seed)
+        except ServerUnreachable as exc:
+            last.error = str(exc)
             continue
-        if created.status_code != 201:
-            last.error = f"creating the episode failed: HTTP {created.status_code} {created.text[:200]}"
-            if created.status_code < 500:
+        except SimiaApiError as exc:
+            last.error = f"creating the episode failed: {exc}"
+            if exc.status < 500:
                 break
             continue
-        episode = created.json()
         user = (
             UserSimulator(
                 user_backend, instruction=task.instruction, hidden=task.user_hidden, max_tokens=config.user_max_tokens
@@ -241,101 +254,65 @@ async def _run_with_retries(
             else None
         )
         try:
-            run = await agent.run(
-                episode["mcp_url"],
-                instruction=task.instruction,
-                policy=config.world.policy,
-                user=user,
-                http_client=http if config.token else None,
-            )
-        except BackendError as exc:
+            async with api.mcp(episode) as session:
+                run = await agent.run(session, instruction=task.instruction, policy=config.world.policy, user=user)
+        except Exception as exc:  # MCP transport errors and the like: the environment failed
             last = RunResult(
-                task.id, attempt, episode["id"], "infra_failed", error=f"model backend: {exc}", infra_retries=retry
+                task.id, attempt, episode.id, "infra_failed", error=f"{type(exc).__name__}: {exc}", infra_retries=retry
             )
             continue
-        except Exception as exc:  # MCP transport errors and the like: infrastructure
-            last = RunResult(
-                task.id,
-                attempt,
-                episode["id"],
-                "infra_failed",
-                error=f"{type(exc).__name__}: {exc}",
-                infra_retries=retry,
-            )
-            continue
-        status = "judged"
+        status: RunStatus = "judged"
+        error = ""
         if run.stop == "infra_error":
-            last = RunResult(
-                task.id,
-                attempt,
-                episode["id"],
-                "infra_failed",
-                error=run.infra_error,
-                infra_retries=retry,
-                transcript=run.transcript,
-                stop=run.stop,
-                turns=run.turns,
-                tool_calls=run.tool_calls,
-                tokens=run.usage.total_tokens,
-            )
+            status, error = "infra_failed", run.infra_error
             if retry < config.retries:
+                last = _result(task, attempt, episode.id, status, run, retry, error, None)
+                await _end_quietly(api, episode.id, run.transcript)  # keep the partial trajectory
                 continue
-            status = "infra_failed"  # out of retries: end it anyway, so the partial trajectory is kept and judged
-        ended = await http.post(f"/v1/episodes/{episode['id']}/end", json={"transcript": run.transcript})
-        verdict = ended.json().get("verdict") or {} if ended.status_code == 200 else {}
-        error = run.infra_error if status == "infra_failed" else ""
-        if ended.status_code != 200:
-            error = f"/end failed: HTTP {ended.status_code}"
-        return RunResult(
-            task=task.id,
-            attempt=attempt,
-            episode_id=episode["id"],
-            status=status,
-            reward=verdict.get("reward") if status == "judged" else None,
-            verdict_status=verdict.get("status"),
-            stop=run.stop,
-            turns=run.turns,
-            tool_calls=run.tool_calls,
-            tokens=run.usage.total_tokens,
-            infra_retries=retry,
-            seconds=time.monotonic() - start,
-            transcript=run.transcript,
-            error=error,
-        )
+        elif run.stop == "agent_error":
+            status, error = "agent_failed", run.agent_error
+        verdict: Verdict | None = None
+        try:
+            verdict = (await api.end(episode.id, transcript=run.transcript)).verdict
+        except (SimiaApiError, ServerUnreachable) as exc:
+            status, error = "infra_failed", f"/end failed: {exc}"
+        result = _result(task, attempt, episode.id, status, run, retry, error, verdict)
+        result.seconds = time.monotonic() - start
+        return result
     last.seconds = time.monotonic() - start
     return last
 
 
-@contextlib.asynccontextmanager
-async def in_process_server(
-    worlds: dict[str, World],
-    sim_backend: Backend,
-    db: Path,
-    judge_backend: Backend | None,
-    *,
-    sim_max_tokens: int = 1024,
-) -> AsyncIterator[str]:
-    """Serve `worlds` on a free 127.0.0.1 port in this process; yields the base URL."""
-    from simia.server.app import build_app
-    from simia.server.episodes import judge_callable
-    from simia.server.settings import ServerSettings
-    from simia.server.inprocess import free_port, serving
-    from simia.sim.judge import Judge
-    from simia.sim.simulator import Simulator
-    from simia.sim.store import Store
-
-    store = Store(db)
-    port = free_port()
-    simulator = Simulator(sim_backend, cache=store, max_tokens=sim_max_tokens)
-    app = build_app(
-        worlds,
-        simulator,
-        store,
-        ServerSettings(port=port),
-        judge=judge_callable(Judge(judge_backend, max_tokens=min(1024, sim_max_tokens))),
+def _result(
+    task: TaskInfo,
+    attempt: int,
+    episode_id: str,
+    status: RunStatus,
+    run: EpisodeRun,
+    retry: int,
+    error: str,
+    verdict: Verdict | None,
+) -> RunResult:
+    judged = status == "judged" and verdict is not None
+    return RunResult(
+        task=task.id,
+        attempt=attempt,
+        episode_id=episode_id,
+        status=status,
+        reward=verdict.reward if judged and verdict else None,
+        training_reward=verdict.training_reward() if judged and verdict else None,
+        verdict_status=verdict.status if verdict else None,
+        stop=run.stop,
+        turns=run.turns,
+        tool_calls=run.tool_calls,
+        tokens=run.usage.total_tokens,
+        infra_retries=retry,
+        error=error,
+        transcript=run.transcript,
     )
-    try:
-        async with serving(app, port):
-            yield f"http://127.0.0.1:{port}"
-    finally:
-        await store.close()
+
+
+async def _end_quietly(api: SimiaClient, episode_id: str, transcript: list[dict[str, Any]]) -> None:
+    """End an episode about to be retried, so its partial trajectory is kept; a failure here changes nothing."""
+    with contextlib.suppress(SimiaApiError, ServerUnreachable):
+        await api.end(episode_id, transcript=transcript)

@@ -19,16 +19,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import logging
 import re
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import BaseModel, ValidationError
 from simia.sim.errors import SimiaError, StateError
+from simia.sim.judge import Judge
 from simia.sim.simulator import Simulator
 from simia.sim.store import Store
+from simia.sim.verdict import Verdict
+from simia.sim.wire import (
+    CreateEpisode,
+    EndedEpisode,
+    EndEpisode,
+    Episode,
+    EpisodeDetail,
+    EpisodeList,
+    Event,
+    ForkEpisode,
+    Health,
+    TaskInfo,
+    WorldInfo,
+    WorldList,
+)
 from simia.sim.world import World
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -36,16 +52,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .episodes import EpisodeService, Judge
+from .episodes import EpisodeService
 from .errors import ApiError, BadRequest
 from .mcp import EpisodeGate, McpEndpoints, WorldGate
 from .metrics import Metrics
 from .settings import ServerSettings
 
-__all__ = ["SimiaApp", "build_app"]
+__all__ = ["SimiaApp", "tune_gc"]
 
 log = logging.getLogger("simia.server")
 MAX_JSON_BODY = 4 * 1024 * 1024
+M = TypeVar("M", bound=BaseModel)
 
 
 def _host_allowed(value: str | None, patterns: list[str]) -> bool:
@@ -155,51 +172,62 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
-async def _json_body(request: Request) -> dict[str, Any]:
+async def _parse(request: Request, model: type[M]) -> M:
+    """The request body as `model`; an empty body is `{}`. Any problem is a 400 that names the field."""
     raw = await request.body()
     if len(raw) > MAX_JSON_BODY:
         raise BadRequest(f"request body is {len(raw)} bytes; the limit is {MAX_JSON_BODY}")
-    if not raw.strip():
-        return {}
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise BadRequest(f"request body must be a JSON object, got {type(body).__name__}")
-    return body
+        return model.model_validate_json(raw if raw.strip() else b"{}")
+    except ValidationError as exc:
+        raise BadRequest(_validation_message(exc)) from None
 
 
-def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *, required: bool = False) -> Any:
-    value = body.get(name)
-    if value is None:
-        if required:
-            raise BadRequest(f"missing field {name!r}")
-        return None
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise BadRequest(f"field {name!r} must be {expected}, got {type(value).__name__}")
-    return value
+def _validation_message(exc: ValidationError) -> str:
+    """One line per problem: where, what (pydantic's own words), and for unknown fields the allowed ones."""
+    problems = []
+    for error in exc.errors(include_url=False)[:5]:
+        where = ".".join(str(part) for part in error["loc"]) or "body"
+        if error["type"] == "json_invalid":
+            problems.append(f"request body is not valid JSON: {error['msg']}")
+        elif error["type"] == "model_type" or (error["type"] == "model_attributes_type" and not error["loc"]):
+            problems.append("request body must be a JSON object")
+        elif error["type"] == "extra_forbidden":
+            allowed = ", ".join(_FIELDS.get(exc.title, ()))
+            problems.append(f"unknown field {where!r}" + (f"; allowed: {allowed}" if allowed else ""))
+        elif error["type"] == "missing":
+            problems.append(f"missing field {where!r}")
+        elif error["type"] in _EXPECTED:
+            problems.append(f"field {where!r} must be {_EXPECTED[error['type']]}, got {_json_type(error['input'])}")
+        else:
+            problems.append(f"field {where!r}: {error['msg']}")
+    return "; ".join(problems)
 
 
-TOKEN_FIELDS = ("prompt_ids", "completion_ids", "env_mask", "logprobs")
+_EXPECTED = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "a boolean",
+    "bool_parsing": "a boolean",
+    "list_type": "an array",
+    "dict_type": "an object",
+    "model_type": "an object",
+}
 
 
-def _check_tokens(tokens: dict[str, Any]) -> None:
-    """Token data for token-level RL: prompt_ids, completion_ids, env_mask (0 on environment tokens), logprobs."""
-    unknown = sorted(set(tokens) - set(TOKEN_FIELDS))
-    if unknown:
-        raise BadRequest(f"unknown token field(s) {', '.join(unknown)}; allowed: {', '.join(TOKEN_FIELDS)}")
-    for name in ("prompt_ids", "completion_ids"):
-        if not isinstance(tokens.get(name), list) or not all(isinstance(t, int) for t in tokens[name]):
-            raise BadRequest(f"tokens.{name} must be a list of integers")
-    n = len(tokens["completion_ids"])
-    mask = tokens.get("env_mask")
-    if mask is not None and (not isinstance(mask, list) or len(mask) != n or not set(mask) <= {0, 1}):
-        raise BadRequest(f"tokens.env_mask must be {n} values of 0 or 1, one per completion token")
-    logprobs = tokens.get("logprobs")
-    if logprobs is not None and (not isinstance(logprobs, list) or len(logprobs) != n):
-        raise BadRequest(f"tokens.logprobs must have {n} values, one per completion token (or be omitted)")
+def _json_type(value: Any) -> str:
+    """The JSON name of a value's type, as the client sent it."""
+    for kind, name in ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string")):
+        if isinstance(value, kind):
+            return name
+    return {dict: "object", list: "array", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+_FIELDS = {m.__name__: tuple(m.model_fields) for m in (CreateEpisode, ForkEpisode, EndEpisode)}
 
 
 class SimiaApp:
@@ -286,13 +314,15 @@ class SimiaApp:
     def _base_url(self, request: Request) -> str:
         return (self.settings.public_url or str(request.base_url)).rstrip("/")
 
-    def _episode_json(self, request: Request, episode: Any) -> dict[str, Any]:
-        return {**episode.summary(), "mcp_url": f"{self._base_url(request)}/episodes/{episode.id}/mcp"}
-
-    # -- routes ----------------------------------------------------------------------------------------
+    def _episode(self, request: Request, record: Any, model: type[E]) -> E:
+        """A stored episode as one of the wire models (`Episode` and its extensions)."""
+        fields = {**record.summary(), "mcp_url": f"{self._base_url(request)}/episodes/{record.id}/mcp"}
+        if issubclass(model, EndedEpisode):
+            fields["verdict"] = Verdict.model_validate(record.verdict) if record.verdict is not None else None
+        return model.model_validate(fields)
 
     async def healthz(self, request: Request) -> Response:
-        return JSONResponse({"status": "ok", "worlds": len(self.service.worlds)})
+        return _json(Health(status="ok", worlds=len(self.service.worlds)))
 
     async def metrics_endpoint(self, request: Request) -> Response:
         return Response(self.metrics.render(), media_type="text/plain; version=0.0.4")
@@ -300,30 +330,27 @@ class SimiaApp:
     async def list_worlds(self, request: Request) -> Response:
         base = self._base_url(request)
         worlds = [
-            {
-                "name": w.name,
-                "title": w.title,
-                "description": w.description,
-                "version": w.version,
-                "hash": w.content_hash,
-                "tools": [t.mcp_dict() for t in w.tools],
-                "tasks": [{"id": t.id, "instruction": t.instruction} for t in w.tasks],
-                "mcp_url": f"{base}/worlds/{w.name}/mcp",
-            }
+            WorldInfo(
+                name=w.name,
+                title=w.title,
+                description=w.description,
+                version=w.version,
+                hash=w.content_hash,
+                policy=w.policy,
+                tools=[t.mcp_dict() for t in w.tools],
+                tasks=[TaskInfo(id=t.id, instruction=t.instruction, user_hidden=t.user_hidden) for t in w.tasks],
+                mcp_url=f"{base}/worlds/{w.name}/mcp",
+            )
             for w in self.service.worlds.values()
         ]
-        return JSONResponse({"worlds": worlds})
+        return _json(WorldList(worlds=worlds))
 
     async def create_episode(self, request: Request) -> Response:
-        body = await _json_body(request)
-        world = _field(body, "world", str, required=True)
-        task = _field(body, "task", str)
-        seed = _field(body, "seed", int)
-        unknown = sorted(set(body) - {"world", "task", "seed"})
-        if unknown:
-            raise BadRequest(f"unknown field(s) {', '.join(map(repr, unknown))}; allowed: world, task, seed")
-        episode = await self.service.create(world, task=task, seed=seed, principal=request.state.principal)
-        return JSONResponse(self._episode_json(request, episode), status_code=201)
+        body = await _parse(request, CreateEpisode)
+        episode = await self.service.create(
+            body.world, task=body.task, seed=body.seed, principal=request.state.principal
+        )
+        return _json(self._episode(request, episode, Episode), status=201)
 
     async def list_episodes(self, request: Request) -> Response:
         q = request.query_params
@@ -333,52 +360,38 @@ class SimiaApp:
         episodes = await self.store.list_episodes(
             world=q.get("world"), status=status, task=q.get("task"), principal=request.state.principal
         )
-        return JSONResponse({"episodes": [self._episode_json(request, e) for e in episodes]})
+        return _json(EpisodeList(episodes=[self._episode(request, e, Episode) for e in episodes]))
 
     async def get_episode(self, request: Request) -> Response:
         episode = await self.service.get(request.path_params["episode_id"], request.state.principal)
         events = await self.store.events(episode.id)
-        body = {
-            **self._episode_json(request, episode),
-            "state": episode.state,
-            "initial_state": episode.initial_state,
-            "events": [e.public() for e in events],
-            "verdict": episode.verdict,
-            "transcript": episode.transcript,
-        }
-        return JSONResponse(body)
+        detail = self._episode(request, episode, EpisodeDetail)
+        detail.state, detail.initial_state = episode.state, episode.initial_state
+        detail.events = [Event.model_validate(e.public()) for e in events]
+        detail.transcript, detail.tokens = episode.transcript, episode.tokens
+        return _json(detail)
 
     async def fork_episode(self, request: Request) -> Response:
-        body = await _json_body(request)
-        step = _field(body, "step", int)
+        body = await _parse(request, ForkEpisode)
         episode = await self.service.fork(
-            request.path_params["episode_id"], step=step, principal=request.state.principal
+            request.path_params["episode_id"], step=body.step, principal=request.state.principal
         )
-        return JSONResponse(self._episode_json(request, episode), status_code=201)
+        return _json(self._episode(request, episode, Episode), status=201)
 
     async def end_episode(self, request: Request) -> Response:
-        body = await _json_body(request)
-        transcript = _field(body, "transcript", list)
-        if transcript is not None and not all(isinstance(m, dict) for m in transcript):
-            raise BadRequest("transcript must be a list of OpenAI chat messages (objects with 'role')")
-        tokens = _field(body, "tokens", dict)
-        if tokens is not None:
-            _check_tokens(tokens)
+        body = await _parse(request, EndEpisode)
+        tokens = body.tokens.model_dump(exclude_none=True) if body.tokens is not None else None
         try:
             episode = await self.service.end(
-                request.path_params["episode_id"], request.state.principal, transcript, tokens
+                request.path_params["episode_id"], request.state.principal, body.transcript, tokens
             )
         except SimiaError as exc:
             raise BadRequest(str(exc)) from None
-        return JSONResponse({**self._episode_json(request, episode), "verdict": episode.verdict})
+        return _json(self._episode(request, episode, EndedEpisode))
 
 
-def build_app(
-    worlds: dict[str, World],
-    simulator: Simulator,
-    store: Store,
-    settings: ServerSettings | None = None,
-    judge: Judge | None = None,
-) -> SimiaApp:
-    """Assemble the server. Serve `SimiaApp` (an ASGI app) with uvicorn."""
-    return SimiaApp(worlds, simulator, store, settings, judge)
+E = TypeVar("E", bound=Episode)
+
+
+def _json(model: BaseModel, status: int = 200) -> Response:
+    return Response(model.model_dump_json(), status_code=status, media_type="application/json")

@@ -20,11 +20,11 @@ import logging
 import secrets
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+from simia.sim.judge import EpisodeView, Judge
 from simia.sim.prompts import PastCall
 from simia.sim.simulator import Simulator, Step, ToolCall
 from simia.sim.state import apply_patch
@@ -35,27 +35,11 @@ from .errors import BadRequest, Conflict, NotFound, Overloaded
 from .metrics import Metrics
 from .settings import ServerSettings
 
-__all__ = ["EpisodeService", "judge_callable", "new_episode_id"]
+__all__ = ["EpisodeService", "new_episode_id"]
 
 log = logging.getLogger("simia.calls")
 RETRY_WINDOW = 16
 """How many of an episode's latest events a retried request is matched against."""
-
-Judge = Callable[[World, EpisodeRecord, list[EventRecord], list[dict[str, Any]] | None], Awaitable[dict[str, Any]]]
-
-
-def judge_callable(judge: Any) -> Judge:
-    """Adapt a `simia.sim.judge.Judge` to the service's `Judge` signature."""
-    from simia.sim.judge import EpisodeView
-
-    async def run(
-        world: World, episode: EpisodeRecord, events: list[EventRecord], transcript: list[dict[str, Any]] | None
-    ) -> dict[str, Any]:
-        task = world.task(episode.task) if episode.task else None
-        verdict: dict[str, Any] = await judge.judge(world, task, EpisodeView.of(episode, events, transcript))
-        return verdict
-
-    return run
 
 
 def new_episode_id() -> str:
@@ -368,7 +352,10 @@ class EpisodeService:
                 verdict = episode.verdict
                 if self.judge is not None and (verdict is None or transcript is not None):
                     events = await self.store.events(episode_id)
-                    verdict = await self.judge(self.world(episode.world), episode, events, transcript)
+                    world = self.world(episode.world)
+                    task = world.task(episode.task) if episode.task else None
+                    view = EpisodeView.of(episode, events, transcript)
+                    verdict = (await self.judge.judge(world, task, view)).as_json()
                 await self.store.set_status(
                     episode_id,
                     "ended",

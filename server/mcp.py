@@ -23,6 +23,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic_core import to_json
 from simia.sim.store import EventRecord
+from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND, META_SEQ
 from simia.sim.world import World
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -32,10 +33,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .episodes import EpisodeService
 from .errors import ApiError, Conflict
 
-__all__ = ["EpisodeGate", "McpEndpoints", "WorldGate", "call_result", "failure_result", "tool_list"]
+__all__ = ["EpisodeGate", "McpEndpoints", "WorldGate", "answer_call", "call_result", "failure_result", "tool_list"]
 
 log = logging.getLogger("simia.mcp")
-META_EPISODE = "simia/episode"
 
 
 def tool_list(world: World) -> list[types.Tool]:
@@ -63,10 +63,10 @@ def request_key(ctx: ServerRequestContext[Any], name: str, arguments: dict[str, 
 
 
 def call_result(event: EventRecord, episode_id: str) -> types.CallToolResult:
-    meta = {META_EPISODE: episode_id, "simia/seq": event.seq}
+    meta: dict[str, Any] = {META_EPISODE: episode_id, META_SEQ: event.seq}
     if event.is_error:
-        meta["simia/error_kind"] = event.error_kind or "agent"
-        meta["simia/error_code"] = event.error_code or ""
+        meta[META_ERROR_KIND] = event.error_kind or "agent"
+        meta[META_ERROR_CODE] = event.error_code or ""
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=event.text)], is_error=True, _meta=meta
         )
@@ -79,8 +79,29 @@ def call_result(event: EventRecord, episode_id: str) -> types.CallToolResult:
 
 
 def failure_result(text: str, kind: str, code: str, episode_id: str) -> types.CallToolResult:
-    meta = {META_EPISODE: episode_id, "simia/error_kind": kind, "simia/error_code": code}
+    meta = {META_EPISODE: episode_id, META_ERROR_KIND: kind, META_ERROR_CODE: code}
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True, _meta=meta)
+
+
+async def answer_call(
+    service: EpisodeService,
+    episode_id: str,
+    principal: str,
+    name: str,
+    arguments: dict[str, Any],
+    key: str | None = None,
+) -> types.CallToolResult:
+    """One tool call through the service, with the wire's one error rule: every failure is an `isError`
+    result with a short, true message (API errors keep their code; anything unexpected is logged and
+    becomes `internal_error`), and nothing unexpected leaks onto the wire."""
+    try:
+        event = await service.call(episode_id, principal, name, arguments, request_key=key)
+    except ApiError as exc:
+        return failure_result(exc.message, "infra", exc.code, episode_id)
+    except Exception:
+        log.exception("tool call failed: episode=%s tool=%s", episode_id, name)
+        return failure_result("Internal error in the tool simulator. Try again.", "infra", "internal_error", episode_id)
+    return call_result(event, episode_id)
 
 
 class McpEndpoints:
@@ -121,8 +142,6 @@ class McpEndpoints:
         for session in [s for s, e in self.sessions.items() if e in episode_ids]:
             del self.sessions[session]
 
-    # -- /episodes/{episode_id}/mcp ----------------------------------------------------------------
-
     async def _episode_list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
@@ -135,8 +154,6 @@ class McpEndpoints:
     ) -> types.CallToolResult:
         request = _request(ctx)
         return await self._call(ctx, request.path_params["episode_id"], principal_of(request), params)
-
-    # -- /worlds/{world}/mcp -----------------------------------------------------------------------
 
     async def _world_episode(self, ctx: ServerRequestContext[Any]) -> str:
         request = _request(ctx)
@@ -166,23 +183,12 @@ class McpEndpoints:
             return failure_result(exc.message, "infra", exc.code, "")
         return await self._call(ctx, episode_id, principal_of(_request(ctx)), params)
 
-    # -- shared --------------------------------------------------------------------------------------
-
     async def _call(
         self, ctx: ServerRequestContext[Any], episode_id: str, principal: str, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
-        try:
-            key = request_key(ctx, params.name, arguments)
-            event = await self.service.call(episode_id, principal, params.name, arguments, request_key=key)
-        except ApiError as exc:
-            return failure_result(exc.message, "infra", exc.code, episode_id)
-        except Exception:  # the boundary: nothing unexpected leaks onto the wire
-            log.exception("tool call failed: episode=%s tool=%s", episode_id, params.name)
-            return failure_result(
-                "Internal error in the tool simulator. Try again.", "infra", "internal_error", episode_id
-            )
-        return call_result(event, episode_id)
+        key = request_key(ctx, params.name, arguments)
+        return await answer_call(self.service, episode_id, principal, params.name, arguments, key)
 
 
 class EpisodeGate:

@@ -5,7 +5,6 @@ stdout carries only MCP messages; logs go to stderr.
 
 from __future__ import annotations
 
-import logging
 import sys
 from typing import Any
 
@@ -13,18 +12,14 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
-from simia.sim.simulator import Simulator
-from simia.sim.store import Store
+from simia.sim.wire import META_EPISODE
 from simia.sim.world import World
 
+from .app import SimiaApp
 from .episodes import EpisodeService
-from .errors import ApiError
-from .mcp import call_result, failure_result, tool_list
-from .settings import ServerSettings
+from .mcp import answer_call, tool_list
 
 __all__ = ["bound_server", "serve_stdio"]
-
-log = logging.getLogger("simia.stdio")
 
 
 def bound_server(service: EpisodeService, episode_id: str, world: World) -> Server[Any]:
@@ -34,19 +29,10 @@ def bound_server(service: EpisodeService, episode_id: str, world: World) -> Serv
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools, _meta={"simia/episode": episode_id})
+        return types.ListToolsResult(tools=tools, _meta={META_EPISODE: episode_id})
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        try:
-            event = await service.call(episode_id, "", params.name, dict(params.arguments or {}))
-        except ApiError as exc:
-            return failure_result(exc.message, "infra", exc.code, episode_id)
-        except Exception:
-            log.exception("tool call failed")
-            return failure_result(
-                "Internal error in the tool simulator. Try again.", "infra", "internal_error", episode_id
-            )
-        return call_result(event, episode_id)
+        return await answer_call(service, episode_id, "", params.name, dict(params.arguments or {}))
 
     return Server(
         "simia",
@@ -57,20 +43,13 @@ def bound_server(service: EpisodeService, episode_id: str, world: World) -> Serv
     )
 
 
-async def serve_stdio(
-    world: World,
-    simulator: Simulator,
-    store: Store,
-    settings: ServerSettings,
-    *,
-    task: str | None = None,
-    seed: int | None = None,
-) -> None:
-    """Open one episode of `world` and serve it over stdin/stdout until the client disconnects."""
-    service = EpisodeService({world.name: world}, simulator, store, settings)
-    episode = await service.create(world.name, task=task, seed=seed)
-    print(f"simia: episode {episode.id} of world {world.name!r} on stdio (db {store.path})", file=sys.stderr)
-    server = bound_server(service, episode.id, world)
+async def serve_stdio(app: SimiaApp, world: str, *, task: str | None = None, seed: int | None = None) -> None:
+    """Open one episode of `world` on `app`'s service and serve it over stdin/stdout until the client
+    disconnects; the episode is then ended (and judged, when the app has a judge)."""
+    service = app.service
+    episode = await service.create(world, task=task, seed=seed)
+    print(f"simia: episode {episode.id} of world {world!r} on stdio", file=sys.stderr)
+    server = bound_server(service, episode.id, service.world(world))
     try:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())

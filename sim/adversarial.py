@@ -88,8 +88,8 @@ async def run_adversarial(judge: Judge, world: World, cases: list[dict[str, Any]
                 "id": case["id"],
                 "category": case["category"],
                 "benign": case["benign"],
-                "reward": verdict["reward"],
-                "status": verdict["status"],
+                "reward": verdict.reward,
+                "status": verdict.status,
             }
         )
     return report

@@ -14,7 +14,7 @@ import contextlib
 import json
 import math
 import secrets
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,9 +23,20 @@ import jsonpatch
 from .backends import Backend, CompletionRequest, Usage
 from .errors import BackendError
 from .state import is_missing, resolve_pointer
+from .store import Store
+from .verdict import Criterion, RuleCheck, Verdict
 from .world import ABSENT, Task, World
 
-__all__ = ["JUDGE_PROMPT_VERSION", "EpisodeView", "Judge", "rule_checks", "transcript_mismatches"]
+__all__ = [
+    "JUDGE_PROMPT_VERSION",
+    "EpisodeView",
+    "Judge",
+    "fabricated_claims",
+    "recorded_calls",
+    "rejudge",
+    "rule_checks",
+    "transcript_mismatches",
+]
 
 JUDGE_PROMPT_VERSION = "judge-1"
 
@@ -38,16 +49,23 @@ class EpisodeView:
     final_state: dict[str, Any]
     calls: list[dict[str, Any]] = field(default_factory=list)  # recorded: tool, arguments, output/text, is_error
     transcript: list[dict[str, Any]] | None = None
+    infra_failures: int = 0
 
     @classmethod
     def of(cls, episode: Any, events: Sequence[Any], transcript: list[dict[str, Any]] | None) -> EpisodeView:
         """From a stored episode and its events (`simia.sim.store` records)."""
-        calls = [
-            {"tool": e.tool, "arguments": e.arguments, "output": e.output, "text": e.text, "is_error": e.is_error}
-            for e in events
-            if not (e.error_code or "").startswith("budget_")
-        ]
-        return cls(episode.initial_state, episode.state, calls, transcript)
+        infra = sum(1 for e in events if e.is_error and e.error_kind == "infra")
+        return cls(episode.initial_state, episode.state, recorded_calls(events), transcript, infra)
+
+
+def recorded_calls(events: Sequence[Any]) -> list[dict[str, Any]]:
+    """The calls the server executed, as the judge and the transcript checks read them (budget refusals are
+    not calls)."""
+    return [
+        {"tool": e.tool, "arguments": e.arguments, "output": e.output, "text": e.text, "is_error": e.is_error}
+        for e in events
+        if not (e.error_code or "").startswith("budget_")
+    ]
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -95,22 +113,37 @@ def _calls_in_transcript(transcript: Sequence[dict[str, Any]]) -> list[tuple[str
 
 def transcript_mismatches(transcript: Sequence[dict[str, Any]] | None, calls: Sequence[dict[str, Any]]) -> list[str]:
     """Where the agent's transcript disagrees with the tool calls the server really executed."""
+    return [text for text, _ in _mismatches(transcript, calls)]
+
+
+def fabricated_claims(transcript: Sequence[dict[str, Any]] | None, calls: Sequence[dict[str, Any]]) -> list[str]:
+    """The mismatches that fabricate: calls the server never executed, or results it never returned."""
+    return [text for text, fabricated in _mismatches(transcript, calls) if fabricated]
+
+
+def _mismatches(transcript: Sequence[dict[str, Any]] | None, calls: Sequence[dict[str, Any]]) -> list[tuple[str, bool]]:
+    """Each disagreement, and whether it fabricates (claims a call or result the server never produced)."""
     if transcript is None:
         return []
     claimed = _calls_in_transcript(transcript)
     recorded = [(c["tool"], c["arguments"]) for c in calls]
-    problems = []
+    problems: list[tuple[str, bool]] = []
     for i in range(max(len(claimed), len(recorded))):
         a = claimed[i] if i < len(claimed) else None
         b = recorded[i] if i < len(recorded) else None
         if a is None and b is not None:
-            problems.append(f"call {i + 1} {b[0]} was executed but is missing from the transcript")
+            problems.append((f"call {i + 1} {b[0]} was executed but is missing from the transcript", False))
         elif b is None and a is not None:
-            problems.append(f"the transcript claims call {i + 1} {a[0]} {json.dumps(a[1])[:80]}, never executed")
+            problems.append(
+                (f"the transcript claims call {i + 1} {a[0]} {json.dumps(a[1])[:80]}, never executed", True)
+            )
         elif a is not None and b is not None and (a[0] != b[0] or not _equal(a[1], b[1])):
             problems.append(
-                f"call {i + 1}: the transcript says {a[0]} {json.dumps(a[1])[:80]}, "
-                f"the server executed {b[0]} {json.dumps(b[1])[:80]}"
+                (
+                    f"call {i + 1}: the transcript says {a[0]} {json.dumps(a[1])[:80]}, "
+                    f"the server executed {b[0]} {json.dumps(b[1])[:80]}",
+                    True,
+                )
             )
     recorded_texts = {json.dumps(c.get("output"), sort_keys=True) for c in calls} | {c.get("text") for c in calls}
     for message in transcript:
@@ -122,7 +155,9 @@ def transcript_mismatches(transcript: Sequence[dict[str, Any]] | None, calls: Se
             except (json.JSONDecodeError, TypeError):
                 normalized = text
             if text not in recorded_texts and normalized not in recorded_texts:
-                problems.append(f"the transcript shows a tool result the server never returned: {str(text)[:80]}")
+                problems.append(
+                    (f"the transcript shows a tool result the server never returned: {str(text)[:80]}", True)
+                )
     return problems
 
 
@@ -279,76 +314,49 @@ class Judge:
             ]
         return None, usage, self.backend.model, problem
 
-    async def judge(self, world: World, task: Task | None, view: EpisodeView) -> dict[str, Any]:
-        """The verdict for one episode (a JSON-ready dict)."""
-        rules = rule_checks(task, view.final_state) if task else []
-        mismatches = transcript_mismatches(view.transcript, view.calls)
-        verdict: dict[str, Any] = {
-            "reward": None,
-            "status": "ok",
-            "reasons": [],
-            "criteria": [],
-            "rule_checks": rules,
-            "transcript_mismatches": mismatches,
-            "checks": [],
-            "judge_model": None,
-            "usage": Usage().as_dict(),
-            "prompt_version": JUDGE_PROMPT_VERSION,
-        }
-        rules_ok = all(r["passed"] for r in rules)
-        if rules:
-            verdict["checks"].append("rules")
-            verdict["reasons"] += [
-                f"rule {r['pointer']}: expected {json.dumps(r['expected'])}, found {json.dumps(r['actual'])}"
-                for r in rules
-                if not r["passed"]
+    async def judge(self, world: World, task: Task | None, view: EpisodeView) -> Verdict:
+        """The verdict for one episode."""
+        verdict = _base_verdict(task, view)
+        rules_ok = all(r.passed for r in verdict.rule_checks)
+        if verdict.rule_checks:
+            verdict.checks.append("rules")
+            verdict.reasons += [
+                f"rule {r.pointer}: expected {json.dumps(r.expected)}, found {json.dumps(r.actual)}"
+                for r in verdict.rule_checks
+                if not r.passed
             ]
-        wants_llm = self.backend is not None and (task is None or bool(task.rubric) or not rules)
+        wants_llm = self.backend is not None and (task is None or bool(task.rubric) or not verdict.rule_checks)
         if not wants_llm:
-            if not rules:
-                verdict.update(status="unjudged", reasons=["no rule checks and no judge model: nothing to score"])
+            if not verdict.rule_checks:
+                verdict.status = "unjudged"
+                verdict.reasons = ["no rule checks and no judge model: nothing to score"]
                 return verdict
-            verdict["reward"] = int(rules_ok)
+            verdict.reward = int(rules_ok)
             if rules_ok:
-                verdict["reasons"].append("all rule checks passed")
+                verdict.reasons.append("all rule checks passed")
             return verdict
-        verdict["checks"].append("llm")
+        verdict.checks.append("llm")
         data, usage, model, problem = await self._ask(
             self.build_messages(world, task, view), VERDICT_SCHEMA, _check_verdict
         )
-        verdict.update(judge_model=model, usage=usage.as_dict())
+        verdict.judge_model, verdict.usage = model, usage.as_dict()
         if data is None:
-            verdict.update(status="judge_error", reward=None)
-            verdict["reasons"].append(f"the judge failed after {self.max_attempts} attempts: {problem}")
+            verdict.status, verdict.reward = "judge_error", None
+            verdict.reasons.append(f"the judge failed after {self.max_attempts} attempts: {problem}")
             return verdict
-        verdict["criteria"] = data["criteria"]
-        verdict["reasons"].append(str(data["reasoning"]))
-        verdict["reward"] = int(rules_ok and data["reward"] == 1)
+        verdict.criteria = [Criterion.model_validate(c) for c in data["criteria"] if isinstance(c, dict)]
+        verdict.reasons.append(str(data["reasoning"]))
+        verdict.reward = int(rules_ok and data["reward"] == 1)
         return verdict
 
-    async def judge_group(self, world: World, task: Task | None, views: Sequence[EpisodeView]) -> list[dict[str, Any]]:
+    async def judge_group(self, world: World, task: Task | None, views: Sequence[EpisodeView]) -> list[Verdict]:
         """Judge N episodes of one task together (GRPO groups): one score each, or judge_error for all."""
-        rules = [rule_checks(task, v.final_state) if task else [] for v in views]
-        base: list[dict[str, Any]] = [
-            {
-                "reward": None,
-                "status": "ok",
-                "reasons": [],
-                "rule_checks": r,
-                "checks": ["rules", "llm"],
-                "transcript_mismatches": transcript_mismatches(v.transcript, v.calls),
-                "judge_model": None,
-                "prompt_version": JUDGE_PROMPT_VERSION,
-            }
-            for r, v in zip(rules, views, strict=True)
-        ]
+        base = [_base_verdict(task, v) for v in views]
         if self.backend is None:
-            for verdict, r in zip(base, rules, strict=True):
-                verdict.update(
-                    checks=["rules"],
-                    reward=int(all(c["passed"] for c in r)) if r else None,
-                    status="ok" if r else "unjudged",
-                )
+            for verdict in base:
+                verdict.checks = ["rules"]
+                verdict.reward = int(all(c.passed for c in verdict.rule_checks)) if verdict.rule_checks else None
+                verdict.status = "ok" if verdict.rule_checks else "unjudged"
             return base
         nonce = secrets.token_hex(16)
         blocks = []
@@ -378,17 +386,52 @@ class Judge:
             [{"role": "system", "content": system}, {"role": "user", "content": user}], _group_schema(n), check
         )
         for verdict in base:
-            verdict.update(judge_model=model, usage=usage.as_dict())
+            verdict.checks = ["rules", "llm"]
+            verdict.judge_model, verdict.usage = model, usage.as_dict()
         if data is None:
             for verdict in base:
-                verdict.update(status="judge_error", reasons=[f"group judge failed: {problem}"])
+                verdict.status = "judge_error"
+                verdict.reasons = [f"group judge failed: {problem}"]
             return base
         by_index = {s["episode"]: s for s in data["scores"]}
         for i, verdict in enumerate(base):
-            rules_ok = all(c["passed"] for c in rules[i])
-            verdict["reward"] = int(rules_ok and by_index[i]["reward"] == 1)
-            verdict["reasons"] = [str(by_index[i]["reasons"])]
+            rules_ok = all(c.passed for c in verdict.rule_checks)
+            verdict.reward = int(rules_ok and by_index[i]["reward"] == 1)
+            verdict.reasons = [str(by_index[i]["reasons"])]
         return base
+
+
+def _base_verdict(task: Task | None, view: EpisodeView) -> Verdict:
+    """A verdict with the model-free parts filled in: rule checks, transcript mismatches, infra failures."""
+    mismatches = _mismatches(view.transcript, view.calls)
+    return Verdict(
+        rule_checks=[RuleCheck.model_validate(r) for r in rule_checks(task, view.final_state)] if task else [],
+        transcript_mismatches=[text for text, _ in mismatches],
+        fabricated=any(fabricated for _, fabricated in mismatches),
+        infra_failures=view.infra_failures,
+        usage=Usage().as_dict(),
+        prompt_version=JUDGE_PROMPT_VERSION,
+    )
+
+
+async def rejudge(
+    judge: Judge, store: Store, worlds: Mapping[str, World], episode_ids: Sequence[str]
+) -> AsyncIterator[tuple[str, Verdict | str]]:
+    """Judge stored episodes again and store each new verdict; yields (id, verdict) or (id, problem)."""
+    for episode_id in episode_ids:
+        episode = await store.get_episode(episode_id)
+        if episode is None:
+            yield episode_id, "no such episode in the database"
+            continue
+        world = worlds.get(episode.world)
+        if world is None:
+            yield episode_id, f"world {episode.world!r} is not loaded (pass --worlds-dir with it)"
+            continue
+        events = await store.events(episode_id)
+        task = world.task(episode.task) if episode.task else None
+        verdict = await judge.judge(world, task, EpisodeView.of(episode, events, episode.transcript))
+        await store.set_status(episode_id, episode.status, verdict=verdict.as_json())
+        yield episode_id, verdict
 
 
 def _check_verdict(data: dict[str, Any]) -> str:

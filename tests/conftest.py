@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from simia.server.app import SimiaApp, build_app
+from simia.server import SimiaApp, build_server
 from simia.server.settings import ServerSettings
 from simia.sim import load_worlds
 from simia.sim.backends import Backend, FunctionBackend
 from simia.server.inprocess import free_port, serving
 from simia.testing.mock_world import mock_world_answer
-from simia.sim.simulator import Simulator
 from simia.sim.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +59,7 @@ async def serve(
     port = free_port()
     settings = settings or ServerSettings()
     settings.port = port
-    app = build_app(worlds, Simulator(backend), store, settings, **kwargs)
+    app = build_server(worlds, backend, store, settings, **kwargs)
     try:
         async with serving(app, port):
             yield Running(app, f"http://127.0.0.1:{port}", store, backend)

@@ -10,7 +10,9 @@ Formats:
   rl        one JSON line per episode with its verdict, reward (null when masked), group and fork
             lineage, messages, tools and token data when the episode has them, ordered by group
 A record whose tool calls break the tool's `inputSchema`, call a tool the world lacks, or
-do not pair with their results is reported and skipped, never silently written.
+do not pair with their results, or whose client transcript claims tool calls or results the
+server never produced, is reported with its reasons and skipped, never silently written
+(`rl` rows keep such episodes, masked).
 """
 
 from __future__ import annotations
@@ -22,31 +24,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simia.sim.loader import validate_instance
-from simia.sim.store import EpisodeRecord, EventRecord, Store
-from simia.sim.world import ToolSpec, World
+from simia.clients.prompt import agent_system_prompt
+from simia.sim.judge import fabricated_claims, recorded_calls
+from simia.sim.store import EpisodeRecord, EventRecord, open_store
+from simia.sim.tool_views import check_tool_calls, openai_tool
+from simia.sim.verdict import Verdict
+from simia.sim.world import World
 
 __all__ = [
     "FORMATS",
     "ExportReport",
-    "check_record",
+    "check_transcript",
     "export",
     "hermes_record",
     "hf_row",
     "openai_record",
+    "parse_since",
     "sharegpt_record",
     "transcript_of",
 ]
 
 FORMATS = ("openai", "hf", "sharegpt", "hermes", "rl")
-SYSTEM = "You are a helpful agent. Use the tools when they help; follow the policy."
-
-
-def _tool_entry(tool: ToolSpec) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {"name": tool.name, "description": tool.description or "", "parameters": tool.input_schema},
-    }
 
 
 def _args_text(arguments: Any) -> str:
@@ -59,8 +57,7 @@ def transcript_of(
     """The episode's transcript, or one rebuilt from its events when the client sent none."""
     if episode.transcript:
         return [dict(m) for m in episode.transcript]
-    policy = world.policy if world else ""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": f"{SYSTEM}\n\n{policy}".strip()}]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": agent_system_prompt(world.policy if world else "")}]
     task = world.task(episode.task) if world and episode.task else None
     if task is not None:
         messages.append({"role": "user", "content": task.instruction})
@@ -85,38 +82,18 @@ def transcript_of(
     return messages
 
 
-def check_record(messages: list[dict[str, Any]], tools: dict[str, ToolSpec]) -> list[str]:
-    """Problems that make a record unfit for training (empty when it is fine)."""
-    problems = []
-    pending: dict[str, str] = {}
-    for i, message in enumerate(messages):
-        for call in message.get("tool_calls") or []:
-            fn = call.get("function", {})
-            name, raw = fn.get("name"), fn.get("arguments", "{}")
-            try:
-                args = json.loads(raw) if isinstance(raw, str) else raw
-            except json.JSONDecodeError as exc:
-                problems.append(f"message {i}: arguments of {name} are not valid JSON ({exc.msg})")
-                continue
-            tool = tools.get(str(name))
-            if tool is None:
-                problems.append(f"message {i}: calls {name!r}, which is not in tools")
-            else:
-                problems += [
-                    f"message {i}: {name} arguments break its inputSchema: {p}"
-                    for p in validate_instance(tool.input_schema, args)
-                ]
-            if not call.get("id"):
-                problems.append(f"message {i}: a tool call of {name} has no id")
-            else:
-                pending[call["id"]] = str(name)
-        if message.get("role") == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id not in pending:
-                problems.append(f"message {i}: tool result {call_id!r} answers no earlier call")
-            else:
-                del pending[call_id]
-    problems += [f"tool call {call_id} ({name}) has no result" for call_id, name in pending.items()]
+def check_transcript(
+    world: World, transcript: list[dict[str, Any]], events: list[EventRecord] | None = None, *, sft: bool = True
+) -> list[str]:
+    """Why a transcript is unfit for training (empty when it is fit): tool calls that do not fit the world's
+    tools or do not pair with results, results or calls the server never produced (when its `events` are
+    given), and for SFT formats no assistant turn to learn from."""
+    problems = check_tool_calls(transcript, {t.name: t for t in world.tools})
+    if events is not None:
+        calls = recorded_calls(events)
+        problems += [f"fabricated: {claim}" for claim in fabricated_claims(transcript, calls)]
+    if sft and not any(m.get("role") == "assistant" for m in transcript):
+        problems.append("no assistant turn to train on")
     return problems
 
 
@@ -131,7 +108,7 @@ def openai_record(world: World, transcript: list[dict[str, Any]]) -> dict[str, A
                 for c in entry["tool_calls"]
             ]
         messages.append(entry)
-    return {"messages": messages, "tools": [_tool_entry(t) for t in world.tools]}
+    return {"messages": messages, "tools": [openai_tool(t) for t in world.tools]}
 
 
 def hf_row(world: World, transcript: list[dict[str, Any]]) -> dict[str, Any]:
@@ -142,14 +119,15 @@ def hf_row(world: World, transcript: list[dict[str, Any]]) -> dict[str, Any]:
             call["function"]["arguments"] = json.loads(call["function"]["arguments"])
         if message.get("content") is None:
             message["content"] = ""
-    if not record["messages"] or record["messages"][0]["role"] != "system":
-        record["messages"].insert(0, {"role": "system", "content": SYSTEM})  # templates insert their own otherwise
+    if not record["messages"] or record["messages"][0]["role"] != "system":  # templates insert their own otherwise
+        record["messages"].insert(0, {"role": "system", "content": agent_system_prompt(world.policy)})
     return record
 
 
 def sharegpt_record(world: World, transcript: list[dict[str, Any]]) -> dict[str, Any]:
     """ShareGPT / APIGen-MT style, as in Simia's released SFT data."""
-    system = next((str(m.get("content") or "") for m in transcript if m["role"] == "system"), SYSTEM)
+    system = next((str(m.get("content") or "") for m in transcript if m["role"] == "system"), "")
+    system = system or agent_system_prompt(world.policy)
     conversations = []
     for m in transcript:
         if m["role"] == "user":
@@ -171,8 +149,9 @@ def sharegpt_record(world: World, transcript: list[dict[str, Any]]) -> dict[str,
 
 def hermes_record(world: World, transcript: list[dict[str, Any]]) -> dict[str, Any]:
     """Hermes function-calling format (NousResearch): tags in the text, ready for LLaMA-Factory."""
-    system = next((str(m.get("content") or "") for m in transcript if m["role"] == "system"), SYSTEM)
-    tools = "\n".join(json.dumps(_tool_entry(t)) for t in world.tools)
+    system = next((str(m.get("content") or "") for m in transcript if m["role"] == "system"), "")
+    system = system or agent_system_prompt(world.policy)
+    tools = "\n".join(json.dumps(openai_tool(t)) for t in world.tools)
     turns = [
         {
             "from": "system",
@@ -208,13 +187,21 @@ class ExportReport:
         return "\n".join(lines)
 
 
-def _since(value: str | None) -> float | None:
+def parse_since(value: str | None) -> float | None:
+    """`--since`: epoch seconds or an ISO date/time (UTC unless it says otherwise); ValueError says the forms."""
     if value is None:
         return None
     try:
         return float(value)
     except ValueError:
-        return dt.datetime.fromisoformat(value).replace(tzinfo=dt.UTC).timestamp()
+        pass
+    try:
+        when = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(
+            f"--since {value!r} is not a date: give an ISO date or time (2026-11-30, 2026-11-30T12:00) or epoch seconds"
+        ) from None
+    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
 
 
 async def export(
@@ -227,20 +214,18 @@ async def export(
     task: str | None = None,
     min_reward: float | None = None,
     status: str | None = None,
-    since: str | None = None,
+    since: float | None = None,
 ) -> ExportReport:
     """Export matching episodes of `db` to `out` in `fmt`; returns what was written and skipped (with reasons)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-    store = Store(db)
+    store = open_store(db)
     try:
-        episodes = await store.list_episodes(
-            world=world, task=task, status=status, since=_since(since), limit=10_000_000
-        )
+        episodes = await store.list_episodes(world=world, task=task, status=status, since=since, limit=10_000_000)
         report = ExportReport(path=str(out))
         rows: list[dict[str, Any]] = []
         for episode in sorted(episodes, key=lambda e: (e.task or "", e.group_id or e.id, e.created_at)):
-            reward = (episode.verdict or {}).get("reward")
+            reward = _verdict(episode).training_reward() if episode.verdict is not None else None
             if min_reward is not None and (reward is None or reward < min_reward):
                 continue
             spec = worlds.get(episode.world)
@@ -249,9 +234,9 @@ async def export(
                 continue
             events = await store.events(episode.id)
             transcript = transcript_of(episode, events, spec)
-            problems = check_record(transcript, {t.name: t for t in spec.tools})
-            if fmt != "rl" and not any(m.get("role") == "assistant" for m in transcript):
-                problems.append("no assistant turn to train on")
+            problems = check_transcript(spec, transcript, events, sft=fmt != "rl")
+            if fmt == "rl":
+                problems = [p for p in problems if not p.startswith("fabricated: ")]  # kept, masked by the verdict
             if problems:
                 report.skipped.append({"episode": episode.id, "problems": problems})
                 continue
@@ -272,8 +257,8 @@ def _row(fmt: str, world: World, episode: EpisodeRecord, transcript: list[dict[s
         return sharegpt_record(world, transcript)
     if fmt == "hermes":
         return hermes_record(world, transcript)
-    verdict = episode.verdict or {}
-    masked = verdict.get("status") == "judge_error" or verdict.get("reward") is None
+    verdict = _verdict(episode)
+    reward = verdict.training_reward() if episode.verdict is not None else None
     return {
         "episode_id": episode.id,
         "world": episode.world,
@@ -281,13 +266,17 @@ def _row(fmt: str, world: World, episode: EpisodeRecord, transcript: list[dict[s
         "group": episode.group_id or episode.id,
         "parent_id": episode.parent_id,
         "fork_step": episode.fork_step,
-        "reward": None if masked else verdict.get("reward"),
-        "masked": masked,
-        "verdict_status": verdict.get("status"),
+        "reward": reward,
+        "masked": reward is None,
+        "verdict_status": verdict.status if episode.verdict is not None else None,
         "status": episode.status,
         **openai_record(world, transcript),
         **({"tokens": episode.tokens} if getattr(episode, "tokens", None) else {}),
     }
+
+
+def _verdict(episode: EpisodeRecord) -> Verdict:
+    return Verdict.model_validate(episode.verdict or {})
 
 
 def _write(fmt: str, rows: Iterable[dict[str, Any]], out: Path) -> None:

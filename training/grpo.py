@@ -1,34 +1,56 @@
 """GRPO with TRL where the environment is a simia server and the reward is its judge's verdict.
 
 Each rollout is an episode: `reset(**row)` forks the group's snapshot episode (GRPO
-groups start from one state), the world's tools are methods of the environment (built
-from their JSON schemas) that call the episode over MCP with the official SDK client,
-and `get_reward` ends the episode through `/end`: the judge's 0/1 reward, or None (masked)
-for a `judge_error`, never a silent 0.
+groups start from one state), the world's tools (as the server describes them) are methods
+of the environment (built from their JSON schemas) that call the episode over MCP, and the
+reward function `simia_env_reward` ends each episode through `/end` with the policy's whole
+conversation as the transcript: the verdict's training reward, or None (masked) for judge
+errors, infrastructure failures and fabricated transcripts, never a silent 0.
 
     simia serve --backend openai:gpt-5.4-mini &
-    python -m simia.training.grpo --world retail --model embedded --max-steps 10 --output-dir ckpt/
+    python -m simia.training.grpo --server http://127.0.0.1:8765 --world retail --model embedded \
+        --max-steps 10 --output-dir ckpt/
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import keyword
+import os
 import re
+import sys
 import threading
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-import httpx2 as httpx
 import mcp_types as types
-from mcp import Client
-from simia.sim.world import ToolSpec, World
+from simia.clients.api import SimiaClient, SyncSimiaClient
+from simia.clients.prompt import agent_system_prompt
+from simia.clients.user import UserSimulator
+from simia.sim.backends import Backend, resolve_backend
+from simia.sim.tool_views import openai_tool
+from simia.sim.wire import WorldInfo
+from simia.sim.world import ToolSpec
 
 from . import models
 from ._config import parse_config
 
-__all__ = ["GRPORun", "environment_class", "main", "multi_turn_rollout_func", "simia_reward", "task_dataset", "train"]
+__all__ = [
+    "GRPORun",
+    "environment_class",
+    "main",
+    "multi_turn_rollout_func",
+    "simia_env_reward",
+    "simia_reward",
+    "task_dataset",
+    "train",
+    "trl_batch_size",
+]
+
+T = TypeVar("T")
 
 _PY = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list, "object": dict}
 
@@ -45,7 +67,7 @@ class GRPORun:
         output_dir: where the checkpoint goes.
         max_steps: optimizer steps.
         num_generations: rollouts per prompt (the GRPO group; they fork one snapshot).
-        batch_size: completions per device step (a multiple of num_generations).
+        batch_size: completions per device step, a multiple of num_generations (default: num_generations).
         learning_rate: AdamW learning rate.
         max_completion_length: tokens per completion (use >= 160 so tool results are not dropped).
         max_tool_calling_iterations: tool rounds per rollout.
@@ -65,7 +87,7 @@ class GRPORun:
     output_dir: str = "checkpoints/grpo"
     max_steps: int = 2
     num_generations: int = 2
-    batch_size: int = 2
+    batch_size: int | None = None
     learning_rate: float = 1e-5
     max_completion_length: int = 256
     max_tool_calling_iterations: int = 4
@@ -122,9 +144,8 @@ def _tool_method(tool: ToolSpec) -> Any:
     return method
 
 
-def environment_class(server: str, world: World, token: str | None = None) -> type:
+def environment_class(server: str, world: WorldInfo, token: str | None = None) -> type:
     """The environment class TRL's `environment_factory` instantiates: one instance per rollout."""
-    headers = {"authorization": f"Bearer {token}"} if token else {}
     snapshots: dict[str, str] = {}  # group key -> the episode every rollout of that group forks
     lock = threading.Lock()
 
@@ -134,59 +155,95 @@ def environment_class(server: str, world: World, token: str | None = None) -> ty
         def __init__(self) -> None:
             self.episode_id: str | None = None
             self.mcp_url: str | None = None
-            self.infra_error = False
 
         def reset(self, **row: Any) -> str | None:
             task = row.get("task")
             key = str(row.get("group") or task)
-            with httpx.Client(base_url=server, headers=headers, timeout=120) as http, lock:
+            with SyncSimiaClient(server, token=token, timeout=120) as api, lock:
                 base = snapshots.get(key)
                 if base is None:
-                    created = http.post("/v1/episodes", json={"world": world.name, "task": task})
-                    created.raise_for_status()
-                    base = snapshots[key] = created.json()["id"]
-                fork = http.post(f"/v1/episodes/{base}/fork", json={"step": 0})
-                fork.raise_for_status()
-            episode = fork.json()
-            self.episode_id, self.mcp_url, self.infra_error = episode["id"], episode["mcp_url"], False
+                    base = snapshots[key] = api.create(world.name, task=task).id
+                episode = api.fork(base, step=0)
+            self.episode_id, self.mcp_url = episode.id, episode.mcp_url
             return None
 
         async def _call(self, name: str, arguments: dict[str, Any]) -> str:
             assert self.mcp_url is not None, "reset() opens the episode first"
-            async with httpx.AsyncClient(headers=headers, timeout=120) as http:
-                from mcp.client.streamable_http import streamable_http_client
+            async with SimiaClient(server, token=token, timeout=120) as api, api.mcp(self.mcp_url) as session:
+                result = await session.call_tool(name, arguments)
+            return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
-                async with Client(streamable_http_client(self.mcp_url, http_client=http)) as client:
-                    result = await client.call_tool(name, arguments)
-            text = "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
-            if result.is_error and (result.meta or {}).get("simia/error_kind") == "infra":
-                self.infra_error = True
-            return text
-
-        async def get_reward(self) -> float | None:
-            """The judge's reward; None (masked by TRL) for judge errors and infrastructure failures."""
+        def _end(self, transcript: list[dict[str, Any]] | None, tokens: dict[str, Any] | None = None) -> float | None:
+            """End the episode with the policy's conversation (and token data); the verdict's training reward
+            (None: masked). Private: TRL exposes every public method as a tool."""
             if self.episode_id is None:
                 return None
-            async with httpx.AsyncClient(base_url=server, headers=headers, timeout=600) as http:
-                ended = await http.post(f"/v1/episodes/{self.episode_id}/end", json={})
-            verdict = ended.json().get("verdict") or {} if ended.status_code == 200 else {}
-            if self.infra_error or verdict.get("status") != "ok" or verdict.get("reward") is None:
-                return None
-            return float(verdict["reward"])
+            with SyncSimiaClient(server, token=token) as api:
+                verdict = api.end(self.episode_id, transcript=transcript, tokens=tokens).verdict
+            return verdict.training_reward() if verdict is not None else None
 
-    for tool in world.tools:
+    for tool in world.tool_specs():
         setattr(SimiaEnvironment, _identifier(tool.name), _tool_method(tool))
     return SimiaEnvironment
 
 
-def task_dataset(world: World, tasks: str = "all", repeat: int = 8) -> Any:
-    """Prompts from the world's tasks: the policy as system turn, the instruction as user turn."""
-    from datasets import Dataset
+def openai_transcript(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A TRL conversation (tool-call arguments as objects, tool turns by name) as an OpenAI transcript: calls
+    get ids, tool turns the id of the call they answer, arguments become JSON strings."""
+    out: list[dict[str, Any]] = []
+    pending: list[str] = []
+    for message in messages:
+        entry = {k: message[k] for k in ("role", "content") if k in message}
+        if message.get("tool_calls"):
+            calls = []
+            for call in message["tool_calls"]:
+                fn = call.get("function", call)
+                call_id = str(call.get("id") or f"call_{len(pending) + len(out)}")
+                arguments = fn.get("arguments", {})
+                calls.append(
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {
+                            "name": fn.get("name"),
+                            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                        },
+                    }
+                )
+                pending.append(call_id)
+            entry["tool_calls"] = calls
+        if message.get("role") == "tool":
+            entry["tool_call_id"] = message.get("tool_call_id") or (pending.pop(0) if pending else "unpaired")
+        out.append(entry)
+    return out
+
+
+def simia_env_reward(
+    prompts: list[Any], completions: list[Any], environments: list[Any] | None = None, **kwargs: Any
+) -> list[float | None]:
+    """TRL reward function for `environment_factory` rollouts: ends each episode with the prompt and the
+    policy's completion (its messages, tool calls and tool results) as the transcript, so the judge reads
+    what the policy said; returns the training rewards (None is masked by TRL)."""
+    rewards: list[float | None] = []
+    for prompt, completion, env in zip(prompts, completions, environments or [None] * len(prompts), strict=True):
+        if env is None:
+            rewards.append(None)
+            continue
+        messages = [*prompt, *completion] if isinstance(completion, list) else [*prompt]
+        if not isinstance(completion, list):
+            messages.append({"role": "assistant", "content": str(completion)})
+        rewards.append(env._end(openai_transcript(messages)))
+    return rewards
+
+
+def task_dataset(world: WorldInfo, tasks: str = "all", repeat: int = 8) -> Any:
+    """Prompts from the world's tasks: the agent system prompt under its policy, the instruction as user turn."""
+    from datasets import Dataset  # optional extra (train)
 
     chosen = world.tasks if tasks == "all" else [t for t in world.tasks if t.id in set(tasks.split(","))]
     if not chosen:
         raise ValueError(f"no tasks selected from {world.name!r}: {tasks!r}")
-    system = f"You are a helpful agent. Use the tools. Follow the policy.\n\n{world.policy}".strip()
+    system = agent_system_prompt(world.policy)
     rows = [
         {
             "prompt": [{"role": "system", "content": system}, {"role": "user", "content": t.instruction}],
@@ -198,12 +255,28 @@ def task_dataset(world: World, tasks: str = "all", repeat: int = 8) -> Any:
     return Dataset.from_list(rows * repeat)
 
 
+def trl_batch_size(run: GRPORun) -> int:
+    """The per-device batch TRL gets: `batch_size`, or `num_generations` when unset; TRL needs a multiple of
+    `num_generations` (every group complete in one batch), so anything else is refused with the fix."""
+    size = run.batch_size if run.batch_size is not None else run.num_generations
+    if run.num_generations < 2:
+        raise ValueError(f"--num-generations must be at least 2 (GRPO compares a group), got {run.num_generations}")
+    if size % run.num_generations:
+        fixed = -(-size // run.num_generations) * run.num_generations
+        raise ValueError(
+            f"--batch-size {size} is not a multiple of --num-generations {run.num_generations}; "
+            f"use --batch-size {fixed} (or leave it unset)"
+        )
+    return size
+
+
 def train(
-    run: GRPORun, world: World, *, model: Any = None, tokenizer: Any = None, user_backend: Any = None
+    run: GRPORun, world: WorldInfo, *, model: Any = None, tokenizer: Any = None, user_backend: Backend | None = None
 ) -> dict[str, Any]:
     """Run GRPO against `run.server`; returns the rewards TRL logged and where the checkpoint went."""
-    from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
+    from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]  # optional extra (train)
 
+    batch_size = trl_batch_size(run)
     if model is None:
         model, tokenizer = models.tiny_model() if run.model == "tiny" else models.load_model(run.model)
     models.generation_template(tokenizer)
@@ -211,7 +284,7 @@ def train(
         output_dir=run.output_dir,
         max_steps=run.max_steps,
         learning_rate=run.learning_rate,
-        per_device_train_batch_size=run.batch_size,
+        per_device_train_batch_size=batch_size,
         num_generations=run.num_generations,
         max_completion_length=run.max_completion_length,
         max_tool_calling_iterations=run.max_tool_calling_iterations,
@@ -227,12 +300,6 @@ def train(
         report_to=[],
         dataloader_num_workers=0,
     )
-    if run.user is not None and user_backend is None:
-        import os
-
-        from simia.sim.backends import resolve_backend
-
-        user_backend = resolve_backend(run.user, env=os.environ)
     if user_backend is not None:  # multi-turn episodes with a simulated user, through rollout_func
         rollout = multi_turn_rollout_func(
             run.server,
@@ -255,6 +322,7 @@ def train(
             model=model,
             args=config,
             processing_class=tokenizer,
+            reward_funcs=[simia_env_reward],
             train_dataset=task_dataset(world, run.tasks),
             environment_factory=environment_class(run.server, world, run.token),
         )
@@ -267,32 +335,14 @@ def train(
     return {"rewards": rewards, "steps": trainer.state.global_step, "output_dir": run.output_dir, "log": logs}
 
 
-def main(argv: list[str] | None = None) -> int:
-    from simia.sim.loader import default_worlds_dir, load_worlds
-
-    run = parse_config(GRPORun, argv, description=__doc__ or "")
-    world = load_worlds([default_worlds_dir()]).get(run.world)
-    result = train(run, world)
-    print(json.dumps({k: v for k, v in result.items() if k != "log"}))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 class _Loop:
     """A background event loop for the async parts (MCP calls, the user simulator) of a sync rollout_func."""
 
     def __init__(self) -> None:
-        import asyncio
-
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True, name="simia-rollout-loop").start()
 
-    def run(self, coro: Any) -> Any:
-        import asyncio
-
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
 
@@ -301,8 +351,8 @@ _TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
 
 def multi_turn_rollout_func(
     server: str,
-    world: World,
-    user_backend: Any,
+    world: WorldInfo,
+    user_backend: Backend,
     *,
     max_turns: int = 4,
     max_new_tokens: int = 128,
@@ -317,15 +367,7 @@ def multi_turn_rollout_func(
     masked). Each episode is ended with its transcript and token data, so `simia export --format rl`
     has what token-level RL frameworks consume.
     """
-    from simia.clients.user import UserSimulator
-
-    tools_schema = [
-        {
-            "type": "function",
-            "function": {"name": t.name, "description": t.description or "", "parameters": t.input_schema},
-        }
-        for t in world.tools
-    ]
+    tools_schema = [openai_tool(t) for t in world.tool_specs()]
     by_instruction = {t.instruction: t for t in world.tasks}
     env = environment_class(server, world, token)
     loop = _Loop()
@@ -414,20 +456,8 @@ def multi_turn_rollout_func(
                 )["input_ids"]
                 completion += env_ids
                 mask += [0] * len(env_ids)
-            transcript = [
-                {
-                    **m,
-                    "tool_calls": [
-                        {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"])}}
-                        for c in m["tool_calls"]
-                    ],
-                }
-                if m.get("tool_calls")
-                else m
-                for m in messages
-            ]
             tokens = {"prompt_ids": prompt_ids, "completion_ids": completion, "env_mask": mask}
-            reward = loop.run(_end(server, instance, transcript, tokens, token))
+            reward = instance._end(openai_transcript(messages), tokens)
             out["prompt_ids"].append(prompt_ids)
             out["completion_ids"].append(completion)
             out["env_mask"].append(mask)
@@ -437,20 +467,32 @@ def multi_turn_rollout_func(
     return rollout_func
 
 
-async def _end(
-    server: str, instance: Any, transcript: list[dict[str, Any]], tokens: dict[str, Any], token: str | None
-) -> float | None:
-    headers = {"authorization": f"Bearer {token}"} if token else {}
-    async with httpx.AsyncClient(base_url=server, headers=headers, timeout=600) as http:
-        ended = await http.post(
-            f"/v1/episodes/{instance.episode_id}/end", json={"transcript": transcript, "tokens": tokens}
-        )
-    verdict = ended.json().get("verdict") or {} if ended.status_code == 200 else {}
-    if instance.infra_error or verdict.get("status") != "ok" or verdict.get("reward") is None:
-        return None
-    return float(verdict["reward"])
-
-
 def simia_reward(completions: list[Any], simia_reward: list[float | None], **kwargs: Any) -> list[float | None]:
     """The reward function for `multi_turn_rollout_func`: the judge's verdicts it collected (None is masked)."""
     return simia_reward
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m simia.training.grpo`: the world and its tasks come from the server (any world it serves)."""
+    run = parse_config(GRPORun, argv, description=__doc__ or "")
+    try:
+        trl_batch_size(run)
+        user = resolve_backend(run.user, env=os.environ) if run.user is not None else None
+        with SyncSimiaClient(run.server, token=run.token) as api:
+            worlds = {w.name: w for w in api.worlds()}
+    except Exception as exc:  # the entry point: one line, not a traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    world = worlds.get(run.world)
+    if world is None:
+        print(
+            f"error: {run.server} does not serve world {run.world!r}; it serves: {', '.join(worlds)}", file=sys.stderr
+        )
+        return 2
+    result = train(run, world, user_backend=user)
+    print(json.dumps({k: v for k, v in result.items() if k != "log"}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -23,12 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simia.clients.api import SimiaClient
+from simia.clients.prompt import agent_system_prompt
+from simia.clients.rollout import RolloutConfig, rollout
 from simia.sim.backends import Backend, CompletionRequest
 from simia.sim.errors import BackendError
-from simia.sim.prompts import schema_signature
+from simia.sim.tool_views import check_tool_calls, tool_card
 from simia.sim.world import World
 
-from .export import check_record, openai_record
+from .export import openai_record
 
 __all__ = ["SynthConfig", "SynthReport", "load_seeds", "repair_json", "synthesize", "synthesize_via_server"]
 
@@ -126,11 +129,21 @@ def load_seeds(world: World, path: str | Path | None = None) -> list[dict[str, A
     """Seed trajectories: the world's examples, or a JSONL file of {"messages": [...]} (optional "id")."""
     if path is None:
         return [{"id": e.name or f"example{i}", "messages": e.messages} for i, e in enumerate(world.examples)]
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f'no seeds file at {str(path)!r}; pass --seeds FILE.jsonl (one {{"messages": [...]}} a line)')
     seeds = []
-    for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines()):
-        if line.strip():
+    for i, line in enumerate(file.read_text(encoding="utf-8", errors="replace").splitlines()):
+        if not line.strip():
+            continue
+        try:
             row = json.loads(line)
-            seeds.append({"id": str(row.get("id", f"seed{i}")), "messages": row["messages"]})
+            messages = row["messages"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise ValueError(f'{path}:{i + 1}: expected a JSON object with "messages" (OpenAI chat messages)') from None
+        if not isinstance(messages, list):
+            raise ValueError(f'{path}:{i + 1}: "messages" must be a list of OpenAI chat messages')
+        seeds.append({"id": str(row.get("id", f"seed{i}")), "messages": messages})
     return seeds
 
 
@@ -166,12 +179,7 @@ def _jaccard(a: set[str], b: set[str]) -> float:
 
 
 def _world_card(world: World) -> str:
-    tools = "\n".join(
-        f"- {t.name}({schema_signature(t.input_schema)}) -> "
-        f"{schema_signature(t.output_schema) if t.output_schema else 'object'}: "
-        f"{' '.join((t.description or '').split())}"
-        for t in world.tools
-    )
+    tools = "\n".join(tool_card(t, returns=True) for t in world.tools)
     return f"# World: {world.title or world.name}\n{world.description}\n\n# Policy\n{world.policy}\n\n# Tools\n{tools}"
 
 
@@ -343,7 +351,7 @@ async def _post_process(
     except ValueError as exc:
         report.dropped["invalid_json_arguments"] += 1
         return "invalid_json_arguments", str(exc)
-    problems = check_record(messages, tools)
+    problems = check_tool_calls(messages, tools)
     if problems:
         kind = (
             "unknown_tool"
@@ -363,9 +371,7 @@ async def _post_process(
             report.dropped["near_duplicate"] += 1
             return "near_duplicate", "too similar to a kept trajectory"
         kept_shingles.append(shingles)
-        record = openai_record(
-            world, [{"role": "system", "content": f"You are a helpful agent.\n\n{world.policy}"}, *messages]
-        )
+        record = openai_record(world, [{"role": "system", "content": agent_system_prompt(world.policy)}, *messages])
         with kept_path.open("a", encoding="utf-8") as f:
             f.write(json.dumps({"key": key, **record}, ensure_ascii=False) + "\n")
         report.kept += 1
@@ -381,16 +387,18 @@ async def synthesize_via_server(
     *,
     min_reward: float = 1.0,
     max_turns: int = 10,
+    token: str | None = None,
 ) -> SynthReport:
-    """Trajectories from real rollouts against the simulated server: each task `n` times, judged episodes with
-    at least `min_reward` kept (after the same record checks and near-duplicate filter)."""
-    from simia.clients.rollout import RolloutConfig, rollout
-
+    """Trajectories from real rollouts against the simulated server: each task `n` times, judged episodes whose
+    training reward is at least `min_reward` kept (after the same record checks and near-duplicate filter)."""
     config.out.mkdir(parents=True, exist_ok=True)
+    async with SimiaClient(server, token=token) as api:
+        info = await api.world(world.name)
     run = RolloutConfig(
         server=server,
-        world=world,
-        tasks=list(world.tasks),
+        world=info,
+        tasks=list(info.tasks),
+        token=token,
         n=config.n,
         concurrency=config.concurrency,
         max_turns=max_turns,
@@ -405,7 +413,7 @@ async def synthesize_via_server(
     for result in summary.results:
         if result.status != "judged":
             report.dropped["infra_failed"] += 1
-        elif result.reward is None or result.reward < min_reward:
+        elif result.training_reward is None or result.training_reward < min_reward:
             report.dropped["low_reward"] += 1
         else:
             body = [m for m in result.transcript if m["role"] != "system"]

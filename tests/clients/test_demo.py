@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from simia.clients.demo import run_demo
+from simia.cli.demo import run_demo
 from simia.sim import load_world
 
 pytestmark = [pytest.mark.local_model, pytest.mark.slow]
@@ -25,7 +25,7 @@ async def test_the_demo_runs_a_judged_retail_episode_offline_and_exports_it(tmp_
     )
     text = out.getvalue()
     assert result["episode_id"].startswith("ep_")
-    assert result["verdict"] is not None and result["verdict"]["rule_checks"]  # judged, with the task's rules
+    assert result["verdict"] is not None and result["verdict"].rule_checks  # judged, with the task's rules
     assert "Trajectory (" in text and "VERDICT    reward=" in text and "simia serve --backend openai:" in text
     record = json.loads((tmp_path / "sft.jsonl").read_text())
     assert record["messages"][0]["role"] == "system" and len(record["tools"]) == 10

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from simia.clients.agent import Agent
 from simia.clients.rollout import RolloutConfig, rollout, select_tasks
-from simia.server.episodes import judge_callable
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend, ScriptedBackend
 from simia.testing.mock_world import mock_world_answer
@@ -45,7 +44,7 @@ async def test_agent_and_user_complete_a_multi_turn_task_and_get_a_verdict(make_
     multi_turn = task.model_copy(update={"user_hidden": "You need it for pancakes."})
     world = MOCK.model_copy(update={"tasks": [multi_turn]})
     user_backend = FunctionBackend(user_policy)
-    async with make_server(judge=judge_callable(Judge(None))) as server:
+    async with make_server(judge=Judge(None)) as server:
         config = RolloutConfig(server=server.url, world=world, tasks=[multi_turn], out=tmp_path)
         summary = await rollout(config, FunctionBackend(agent_policy), user_backend)
     [result] = summary.results
@@ -80,7 +79,7 @@ async def test_rollout_accounts_for_every_episode_and_retries_infra_failures(mak
             raise BackendRejected("HTTP 400: injected failure")
         return mock_world_answer(request)
 
-    async with make_server(backend=FunctionBackend(flaky_simulator), judge=judge_callable(Judge(None))) as server:
+    async with make_server(backend=FunctionBackend(flaky_simulator), judge=Judge(None)) as server:
         config = RolloutConfig(
             server=server.url,
             world=MOCK,
@@ -103,7 +102,7 @@ async def test_a_persistent_infra_failure_is_reported_apart_and_the_episode_kept
     make_server: Any, tmp_path: Path
 ) -> None:
     broken = ScriptedBackend([{"raise": "rejected", "message": "HTTP 400: model gone"}], when_exhausted="repeat")
-    async with make_server(backend=broken, judge=judge_callable(Judge(None))) as server:
+    async with make_server(backend=broken, judge=Judge(None)) as server:
         config = RolloutConfig(
             server=server.url,
             world=MOCK,
@@ -181,5 +180,5 @@ def test_the_rollout_command_serves_in_process_and_writes_results(
         1,
     )
     assert capsys.readouterr().out.splitlines()[1].split() == ["restock_milk", "1", "1", "0", "0", "-"]
-    with pytest.raises(SystemExit, match="Did you mean 'openai'"):
-        main(["rollout", "--world", "mock", "--agent", "opnai:x", "--out", str(out)])
+    assert main(["rollout", "--world", "mock", "--agent", "opnai:x", "--out", str(out)]) == 2
+    assert "Did you mean 'openai'" in capsys.readouterr().err

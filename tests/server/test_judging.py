@@ -12,7 +12,6 @@ import httpx2 as httpx
 import pytest
 from mcp import Client
 from simia.cli import main
-from simia.server.episodes import judge_callable
 from simia.sim.backends import FunctionBackend, ScriptedBackend
 from simia.sim.judge import Judge
 
@@ -25,7 +24,7 @@ PASS = {
 
 
 async def test_end_returns_and_stores_the_verdict_with_transcript_mismatches(make_server: Any) -> None:
-    judge = judge_callable(Judge(ScriptedBackend([PASS], model="judge-model", when_exhausted="repeat")))
+    judge = Judge(ScriptedBackend([PASS], model="judge-model", when_exhausted="repeat"))
     async with make_server(judge=judge) as server, httpx.AsyncClient(base_url=server.url) as http:
         episode = (await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"})).json()
         async with Client(episode["mcp_url"]) as client:
@@ -70,7 +69,7 @@ async def test_end_returns_and_stores_the_verdict_with_transcript_mismatches(mak
 
 
 async def test_a_task_with_rules_only_is_judged_without_a_model(make_server: Any) -> None:
-    async with make_server(judge=judge_callable(Judge(None))) as server, httpx.AsyncClient(base_url=server.url) as h:
+    async with make_server(judge=Judge(None)) as server, httpx.AsyncClient(base_url=server.url) as h:
         episode = (await h.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"})).json()
         ended = (await h.post(f"/v1/episodes/{episode['id']}/end", json={})).json()
     assert ended["verdict"]["reward"] == 0 and ended["verdict"]["checks"] == ["rules"]

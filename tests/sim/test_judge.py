@@ -9,6 +9,7 @@ from simia.sim import World, load_world
 from simia.sim.adversarial import case_view, load_cases, run_adversarial
 from simia.sim.backends import ScriptedBackend
 from simia.sim.judge import EpisodeView, Judge
+from simia.sim.verdict import RuleCheck
 
 ROOT = Path(__file__).resolve().parents[2]
 PASS = {
@@ -52,21 +53,16 @@ async def test_rule_checks_alone_need_no_model(mock: World) -> None:
     rules_only = task.model_copy(update={"rubric": None})
     good = await Judge(None).judge(mock, rules_only, view(mock, 4))
     bad = await Judge(None).judge(mock, rules_only, view(mock, 3))
-    assert (good["reward"], good["status"], good["checks"]) == (1, "ok", ["rules"])
-    assert good["rule_checks"] == [{"pointer": "/items/milk/qty", "expected": 4, "actual": 4, "passed": True}]
-    assert (bad["reward"], bad["reasons"]) == (0, ["rule /items/milk/qty: expected 4, found 3"])
+    assert (good.reward, good.status, good.checks) == (1, "ok", ["rules"])
+    assert good.rule_checks == [RuleCheck(pointer="/items/milk/qty", expected=4, actual=4, passed=True)]
+    assert (bad.reward, bad.reasons) == (0, ["rule /items/milk/qty: expected 4, found 3"])
 
 
 async def test_absent_expectations_are_checked(mock: World) -> None:
     task = mock.task("no_bananas")
     assert task is not None
     verdict = await Judge(None).judge(mock, task.model_copy(update={"rubric": None}), view(mock, 0))
-    assert verdict["rule_checks"][0] == {
-        "pointer": "/items/banana",
-        "expected": "absent",
-        "actual": "absent",
-        "passed": True,
-    }
+    assert verdict.rule_checks[0] == RuleCheck(pointer="/items/banana", expected="absent", actual="absent", passed=True)
 
 
 @pytest.mark.parametrize(("milk", "llm", "reward"), [(4, PASS, 1), (4, FAIL, 0), (3, PASS, 0)])
@@ -75,17 +71,17 @@ async def test_a_failed_rule_check_makes_the_reward_0_and_both_are_reported(
 ) -> None:
     judge = Judge(ScriptedBackend([llm], model="judge-model"))
     verdict = await judge.judge(mock, mock.task("restock_milk"), view(mock, milk))
-    assert (verdict["reward"], verdict["status"], verdict["checks"]) == (reward, "ok", ["rules", "llm"])
-    assert verdict["criteria"] == llm["criteria"] and verdict["judge_model"] == "judge-model"
-    assert verdict["usage"]["calls"] == 1
+    assert (verdict.reward, verdict.status, verdict.checks) == (reward, "ok", ["rules", "llm"])
+    assert [c.model_dump() for c in verdict.criteria] == llm["criteria"] and verdict.judge_model == "judge-model"
+    assert verdict.usage["calls"] == 1
 
 
 async def test_a_judge_that_keeps_failing_gives_judge_error_never_a_silent_score(mock: World) -> None:
     inconsistent = {**FAIL, "reward": 1}  # a failed criterion with reward 1
     backend = ScriptedBackend([inconsistent, {"text": "PASS!"}, {"raise": "rejected", "message": "HTTP 400"}])
     verdict = await Judge(backend, max_attempts=3).judge(mock, mock.task("restock_milk"), view(mock, 4))
-    assert (verdict["status"], verdict["reward"]) == ("judge_error", None)
-    assert verdict["reasons"][-1].startswith("the judge failed after 3 attempts")
+    assert (verdict.status, verdict.reward, verdict.training_reward()) == ("judge_error", None, None)
+    assert verdict.reasons[-1].startswith("the judge failed after 3 attempts")
     assert "requires every criterion to pass" in backend.requests[1].messages[-1]["content"]
 
 
@@ -94,7 +90,7 @@ async def test_group_judging_returns_one_score_each(mock: World) -> None:
     verdicts = await Judge(ScriptedBackend([scores])).judge_group(
         mock, mock.task("restock_milk"), [view(mock, 4), view(mock, 4)]
     )
-    assert [v["reward"] for v in verdicts] == [1, 0]
+    assert [v.reward for v in verdicts] == [1, 0]
 
 
 async def test_a_group_answer_with_the_wrong_count_is_a_judge_error_for_the_group(mock: World) -> None:
@@ -103,8 +99,8 @@ async def test_a_group_answer_with_the_wrong_count_is_a_judge_error_for_the_grou
     verdicts = await Judge(backend, max_attempts=2).judge_group(
         mock, mock.task("restock_milk"), [view(mock, 4), view(mock, 0), view(mock, 4)]
     )
-    assert [(v["status"], v["reward"]) for v in verdicts] == [("judge_error", None)] * 3
-    assert "expected exactly 3 scores, got 1" in verdicts[0]["reasons"][0]
+    assert [(v.status, v.reward) for v in verdicts] == [("judge_error", None)] * 3
+    assert "expected exactly 3 scores, got 1" in verdicts[0].reasons[0]
 
 
 def _agent_strings(case: dict[str, Any]) -> list[str]:

@@ -26,6 +26,8 @@ async def test_openai_export_round_trips_and_rejects_bad_records_with_reasons(tm
         "message 2: calls 'launch_rocket', which is not in tools",
         "message 3: tool result 'call_9' answers no earlier call",
         "tool call call_1 (launch_rocket) has no result",
+        "fabricated: the transcript claims call 1 launch_rocket {}, never executed",
+        "fabricated: the transcript shows a tool result the server never returned: ?",
     ]
 
 
@@ -105,5 +107,6 @@ def test_the_export_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     )
     out = capsys.readouterr().out
     assert out.startswith(f"wrote 1 record(s) to {tmp_path / 'x.jsonl'}; skipped 2")
-    with pytest.raises(SystemExit, match="no database at"):
-        main(["export", "--db", str(tmp_path / "none.db"), "--format", "rl", "--out", str(tmp_path / "y")])
+    assert main(["export", "--db", str(tmp_path / "none.db"), "--format", "rl", "--out", str(tmp_path / "y")]) == 2
+    assert "error: no database at" in capsys.readouterr().err
+    assert not (tmp_path / "y").exists()

@@ -115,11 +115,10 @@ def agent(request: CompletionRequest) -> dict[str, Any]:
 
 
 async def test_via_server_keeps_judged_rollouts_with_enough_reward(make_server: Any, tmp_path: Path) -> None:
-    from simia.server.episodes import judge_callable
     from simia.sim.judge import Judge
     from simia.training.synth import synthesize_via_server
 
-    async with make_server(judge=judge_callable(Judge(None))) as server:
+    async with make_server(judge=Judge(None)) as server:
         report = await synthesize_via_server(
             MOCK, server.url, FunctionBackend(agent), None, SynthConfig(n=2, out=tmp_path, concurrency=2)
         )

@@ -13,12 +13,14 @@ import pytest
 
 pytest.importorskip("trl", reason="needs the `train` extra")
 
-from simia.clients.rollout import in_process_server
+from simia.cli._common import in_process_server
 from simia.sim import load_worlds
 from simia.sim.backends import FunctionBackend
 from simia.testing.mock_world import mock_world_answer
 from simia.training import models
 from simia.training.export import export
+from simia.clients.api import SyncSimiaClient
+from simia.sim.wire import WorldInfo
 from simia.training.grpo import GRPORun, environment_class, task_dataset
 from simia.training.grpo import train as grpo_train
 from simia.training.sft import SFTRun, load_sft_dataset
@@ -52,6 +54,12 @@ def server(tmp_path: Path) -> Iterator[str]:
     yield box["url"]
     stop.set()
     thread.join(30)
+
+
+def served(server: str, name: str = "mock") -> WorldInfo:
+    """The world as the server describes it (what the trainer gets)."""
+    with SyncSimiaClient(server) as api:
+        return next(w for w in api.worlds() if w.name == name)
 
 
 async def sft_dataset(tmp_path: Path) -> Path:
@@ -121,18 +129,18 @@ def test_sft_steps_on_a_tiny_model_lower_the_loss(tmp_path: Path) -> None:
 async def test_the_environment_exposes_world_tools_and_returns_the_judges_reward(server: str) -> None:
     from transformers.utils import get_json_schema
 
-    cls = environment_class(server, MOCK)
+    cls = environment_class(server, served(server))
     schema = get_json_schema(cls.set_quantity)["function"]
     assert schema["name"] == "set_quantity" and schema["parameters"]["required"] == ["name", "qty"]
     assert schema["parameters"]["properties"]["qty"]["type"] == "integer"
     env = cls()
     await asyncio.to_thread(env.reset, task="restock_milk", group="g1")
     assert json.loads(await env.set_quantity(name="milk", qty=4)) == {"name": "milk", "qty": 4}
-    assert await env.get_reward() == 1.0
+    assert await asyncio.to_thread(env._end, None) == 1.0
     other = cls()
     await asyncio.to_thread(other.reset, task="restock_milk", group="g1")
     assert other.episode_id != env.episode_id
-    assert await other.get_reward() == 0.0  # nothing done: the rule check fails
+    assert await asyncio.to_thread(other._end, None) == 0.0  # nothing done: the rule check fails
     import httpx2 as httpx
 
     async with httpx.AsyncClient(base_url=server) as http:
@@ -155,11 +163,11 @@ def test_grpo_steps_on_a_tiny_model_get_rewards_from_the_judge(server: str, tmp_
         save=False,
         shuffle=False,
     )
-    result = grpo_train(run, MOCK)
+    result = grpo_train(run, served(server))
     # each step holds one group per task: count_apples holds without any call (reward 1),
     # restock_milk needs one (a random model scores 0)
     assert result["steps"] == 2 and result["rewards"] == [0.5, 0.5]
-    assert len(task_dataset(MOCK, "restock_milk,count_apples")) == 16
+    assert len(task_dataset(served(server), "restock_milk,count_apples")) == 16
 
 
 @pytest.mark.slow
@@ -201,7 +209,7 @@ def test_grpo_smoke_on_smollm2(server: str, tmp_path: Path) -> None:
         output_dir=str(tmp_path / "g"),
         save=False,
     )
-    result = grpo_train(run, MOCK)
+    result = grpo_train(run, served(server))
     assert result["steps"] == 1 and result["rewards"] == [1.0]
 
 
@@ -230,7 +238,7 @@ def test_the_multi_turn_rollout_func_trains_with_a_simulated_user_and_keeps_toke
         output_dir=str(tmp_path / "g"),
         save=False,
     )
-    result = grpo_train(run, MOCK, user_backend=FunctionBackend(user))
+    result = grpo_train(run, served(server), user_backend=FunctionBackend(user))
     assert result["steps"] == 1 and result["rewards"] == [1.0]  # the judge's verdicts reached the trainer
     with httpx.Client(base_url=server) as http:
         ended = [e for e in http.get("/v1/episodes", params={"status": "ended"}).json()["episodes"]]

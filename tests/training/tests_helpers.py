@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from simia.server.episodes import EpisodeService, judge_callable
+from simia.server.episodes import EpisodeService
 from simia.server.settings import ServerSettings
 from simia.sim import load_worlds
 from simia.sim.backends import FunctionBackend
@@ -45,7 +45,7 @@ async def make_db(path: Path) -> dict[str, str]:
         Simulator(FunctionBackend(mock_world_answer)),
         Store(path),
         ServerSettings(),
-        judge=judge_callable(Judge(None)),
+        judge=Judge(None),
     )
     ids = {}
     good = await service.create("mock", task="restock_milk")

@@ -1,0 +1,114 @@
+"""`simia rollout`: run agents on a world's tasks against a server (or one served in process)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from simia.clients.api import ServerUnreachable, SimiaApiError, SimiaClient
+from simia.clients.rollout import RolloutConfig, Summary, rollout, select_tasks
+from simia.sim.backends import Backend
+
+from ._common import (
+    CliError,
+    add_base_url,
+    add_worlds_dir,
+    backend,
+    in_process_server,
+    load_world_set,
+    one_world,
+    positive,
+    writable_dir,
+)
+
+__all__ = ["register"]
+
+
+async def _run(args: argparse.Namespace, server: str, agent: Backend, user: Backend | None, out: Path) -> Summary:
+    """Ask the server for the world (a world that exists only there works), then roll out."""
+    async with SimiaClient(server, token=args.token) as api:
+        try:
+            world = await api.world(args.world)
+        except ServerUnreachable as exc:
+            raise CliError(f"{exc}; start it with `simia serve` or check --server") from None
+        except SimiaApiError as exc:
+            raise CliError(exc.message if exc.code == "not_found" else str(exc)) from None
+    try:
+        tasks = select_tasks(world, args.tasks)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if not tasks:
+        raise CliError(f"world {world.name!r} has no tasks to roll out")
+    config = RolloutConfig(
+        server=server,
+        world=world,
+        tasks=tasks,
+        n=args.n,
+        concurrency=args.concurrency,
+        max_turns=args.max_turns,
+        out=out,
+        retries=args.retries,
+        token=args.token,
+        seed=args.seed,
+    )
+    return await rollout(config, agent, user)
+
+
+def _rollout(args: argparse.Namespace) -> int:
+    out = writable_dir(args.out, "--out")
+    agent = backend(args.agent, args, max_concurrency=args.concurrency)
+    user = backend(args.user, args, max_concurrency=args.concurrency)
+
+    async def run() -> Summary:
+        if args.server:
+            return await _run(args, args.server, agent, user, out)
+        world = one_world(load_world_set(args), args.world)
+        sim = backend(args.sim_backend, args)
+        async with in_process_server({world.name: world}, sim, out / "simia.db", sim) as url:
+            return await _run(args, url, agent, user, out)
+
+    try:
+        summary = asyncio.run(run())
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: finished runs are kept in {out / 'results.jsonl'}", file=sys.stderr)
+        return 130
+    print(summary.table())
+    print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}")
+    if not summary.succeeded:
+        failed = summary.results[-1].error if summary.results else "nothing ran"
+        print(f"error: no episode was judged ({failed})", file=sys.stderr)
+        return 1
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("rollout", help="run agents on a world's tasks and collect judged episodes")
+    p.add_argument("--server", metavar="URL", help="a running simia serve (default: serve in process)")
+    p.add_argument("--world", required=True, help="world to roll out in")
+    p.add_argument("--tasks", "--task", default="all", metavar="all|ID|FILE", help="tasks to run (default: all)")
+    p.add_argument("--agent", metavar="SPEC", help="agent model (backend SPEC; default: local or a keyed provider)")
+    p.add_argument("--user", metavar="SPEC", help="user-simulator model (backend SPEC)")
+    p.add_argument("--sim-backend", metavar="SPEC", help="simulator model when serving in process")
+    add_base_url(p)
+    p.add_argument("--n", type=positive, default=1, help="episodes per task (default 1)")
+    p.add_argument("--concurrency", type=positive, default=4, help="episodes in flight (default 4)")
+    p.add_argument("--max-turns", type=positive, default=10, help="agent model calls per episode (default 10)")
+    p.add_argument("--retries", type=_count, default=2, help="fresh-episode retries after an infra failure (2)")
+    p.add_argument("--seed", type=int, help="base seed for reproducible simulations")
+    p.add_argument("--token", help="bearer token for --server")
+    p.add_argument("--out", default="rollouts", metavar="DIR", help="results folder (default: rollouts)")
+    add_worlds_dir(p)
+    p.set_defaults(func=_rollout)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value

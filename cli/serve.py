@@ -1,0 +1,171 @@
+"""`simia serve`: worlds as MCP endpoints with the HTTP API (or one episode over stdio)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from simia.server import ServerSettings, SimiaApp, build_server
+from simia.server.stdio import serve_stdio
+from simia.sim.judge import Judge
+
+from ._common import CliError, add_base_url, add_worlds_dir, backend, load_world_set, one_world, open_db, positive
+
+__all__ = ["register"]
+
+
+def simia_version() -> str:
+    try:
+        return version("simia")
+    except PackageNotFoundError:
+        return "dev"
+
+
+def _serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    worlds = load_world_set(args)
+    if args.world:
+        worlds = {name: one_world(worlds, name) for name in args.world}
+    if not worlds:
+        raise CliError("no valid worlds to serve; pass --worlds-dir DIR (a folder of world folders)")
+    if args.transport == "stdio":
+        if len(worlds) != 1:
+            raise CliError(
+                f"--transport stdio serves one world: add --world NAME (loaded: {', '.join(sorted(worlds))})"
+            )
+        world = next(iter(worlds.values()))
+        if args.task is not None and world.task(args.task) is None:
+            ids = ", ".join(t.id for t in world.tasks) or "(this world has no tasks)"
+            raise CliError(f"unknown task {args.task!r} in world {world.name!r}; tasks: {ids}")
+    sim = backend(args.backend, args, max_concurrency=args.backend_concurrency)
+    judge = Judge(backend(args.judge_backend, args) if args.judge_backend else sim)
+    settings = ServerSettings(
+        host=args.host,
+        port=args.port,
+        tokens=tuple(args.token or ()),
+        allowed_hosts=tuple(args.allowed_host or ()),
+        allowed_origins=tuple(args.allowed_origin or ()),
+        max_argument_bytes=args.max_argument_bytes,
+        max_calls_per_episode=args.max_calls,
+        max_sim_tokens_per_episode=args.max_sim_tokens,
+        idle_timeout=args.idle_timeout,
+        max_live_episodes=args.max_live_episodes,
+        public_url=args.public_url,
+        tune_gc=True,
+    )
+    store = open_db(args.db, synchronous=args.synchronous)
+    app = build_server(worlds, sim, store, settings, judge=judge)
+    if args.transport == "stdio":
+        return _stdio(app, next(iter(worlds)), args)
+    base = args.public_url or f"http://{args.host}:{args.port}"
+    print(f"simia {simia_version()} serving {len(worlds)} world(s) with backend {sim.spec}")
+    print(f"  database: {args.db if '://' in args.db else Path(args.db).resolve()}")
+    for name, world in worlds.items():
+        print(f"  {name:<16} {len(world.tools):>3} tools  {len(world.tasks):>3} tasks  {base}/worlds/{name}/mcp")
+    print(f'  episodes: POST {base}/v1/episodes {{"world": ...}} -> mcp_url {base}/episodes/{{id}}/mcp')
+    print(
+        f"  auth: {'bearer token required' if settings.tokens else 'none (local only)'}; metrics: {base}/metrics",
+        flush=True,
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5)
+    return 0
+
+
+def _stdio(app: SimiaApp, world: str, args: argparse.Namespace) -> int:
+    async def run() -> None:
+        try:
+            await serve_stdio(app, world, task=args.task, seed=args.seed)
+        finally:
+            await app.store.close()
+
+    asyncio.run(run())
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("serve", help="serve worlds as MCP endpoints with an HTTP API")
+    add_worlds_dir(p)
+    p.add_argument("--world", action="append", metavar="NAME", help="serve only these worlds (repeatable)")
+    p.add_argument(
+        "--backend",
+        metavar="SPEC",
+        help="simulator model: local, openai:MODEL, anthropic:MODEL, openai-compatible:MODEL, "
+        "scripted:FILE, replay:DB (default: local, or openai/anthropic when their key is set)",
+    )
+    add_base_url(p)
+    p.add_argument(
+        "--backend-concurrency",
+        type=positive,
+        default=64,
+        metavar="N",
+        help="cap on simultaneous model requests (vLLM and llama.cpp queue without bound; default 64)",
+    )
+    p.add_argument("--db", default="simia.db", metavar="PATH", help="SQLite database (default: simia.db)")
+    p.add_argument(
+        "--synchronous",
+        choices=["FULL", "NORMAL"],
+        default="FULL",
+        help="FULL survives power loss (default); NORMAL survives process crashes only",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8765, help="port (default: 8765)")
+    p.add_argument(
+        "--token",
+        action="append",
+        metavar="TOKEN",
+        help="require this bearer token (repeatable; NAME=SECRET names the principal)",
+    )
+    p.add_argument(
+        "--transport",
+        choices=["http", "stdio"],
+        default="http",
+        help="http (default) or stdio (one episode per process, for desktop clients)",
+    )
+    p.add_argument("--task", metavar="ID", help="stdio only: the task of the episode")
+    p.add_argument("--seed", type=int, help="stdio only: the seed of the episode")
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="HOST[:PORT|:*]",
+        help="Host header values to accept (DNS-rebinding protection; default: local names)",
+    )
+    p.add_argument("--allowed-origin", action="append", metavar="ORIGIN", help="Origin header values to accept")
+    p.add_argument("--public-url", metavar="URL", help="base URL to put in mcp_url (behind a proxy)")
+    p.add_argument("--max-argument-bytes", type=positive, default=32_768, help="refuse larger tool arguments (32768)")
+    p.add_argument("--max-calls", type=positive, default=500, help="tool calls per episode (500)")
+    p.add_argument("--max-sim-tokens", type=positive, default=2_000_000, help="simulator tokens per episode (2000000)")
+    p.add_argument(
+        "--idle-timeout",
+        type=_seconds,
+        default=1800.0,
+        help="seconds before an idle episode is marked abandoned (1800)",
+    )
+    p.add_argument("--max-live-episodes", type=positive, default=10_000, help="cap on active episodes (10000)")
+    p.add_argument("--judge-backend", metavar="SPEC", help="model of the judge (default: the --backend model)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.set_defaults(func=_serve)
+
+
+def _port(text: str) -> int:
+    value = positive(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1-65535, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value

@@ -1,0 +1,71 @@
+"""`simia synth`: Simia-SFT amplification of seed trajectories (or collection by rollouts via a server)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from simia.clients.api import ServerUnreachable, SimiaApiError
+from simia.training.synth import SynthConfig, load_seeds, synthesize, synthesize_via_server
+
+from ._common import CliError, add_base_url, add_worlds_dir, backend, load_world_set, one_world, positive, writable_dir
+
+__all__ = ["register"]
+
+
+def _synth(args: argparse.Namespace) -> int:
+    world = one_world(load_world_set(args), args.world)
+    if not 0.0 <= args.dedup_threshold <= 1.0:
+        raise CliError(f"--dedup-threshold is a Jaccard similarity from 0 to 1, got {args.dedup_threshold}")
+    seeds = []
+    if not args.via_server:
+        try:
+            seeds = load_seeds(world, args.seeds)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        if not seeds:
+            raise CliError(f"no seeds: {world.name!r} has no examples/; pass --seeds FILE.jsonl")
+    model = backend(args.backend, args, max_concurrency=args.concurrency)
+    config = SynthConfig(
+        n=args.n,
+        out=writable_dir(args.out, "--out"),
+        concurrency=args.concurrency,
+        temperature=args.temperature,
+        prefilter=not args.no_prefilter,
+        dedup_threshold=args.dedup_threshold,
+    )
+    if args.via_server:
+        try:
+            report = asyncio.run(
+                synthesize_via_server(
+                    world, args.via_server, model, model, config, min_reward=args.min_reward, token=args.token
+                )
+            )
+        except (ServerUnreachable, SimiaApiError) as exc:
+            raise CliError(str(exc)) from None
+    else:
+        report = asyncio.run(synthesize(world, seeds, model, config))
+    print(report.render())
+    print(f"records: {config.out / 'synth.jsonl'}  report: {config.out / 'synth_report.json'}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("synth", help="Simia-SFT: amplify seed trajectories into many (or collect via rollouts)")
+    p.add_argument("--world", required=True)
+    p.add_argument("--seeds", metavar="FILE", help='JSONL of {"messages": [...]} (default: the world\'s examples/)')
+    p.add_argument("--n", type=positive, default=4, help="new trajectories per seed (or rollouts per task) (4)")
+    p.add_argument("--backend", metavar="SPEC", help="the generating model (backend SPEC)")
+    add_base_url(p)
+    p.add_argument("--out", default="synth", type=Path, metavar="DIR", help="output folder (default: synth)")
+    p.add_argument("--concurrency", type=positive, default=4)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--no-prefilter", action="store_true", help="skip the LLM pre-filter of seeds")
+    p.add_argument("--dedup-threshold", type=float, default=0.9, help="near-duplicate Jaccard threshold (0.9)")
+    p.add_argument("--via-server", metavar="URL", help="produce trajectories by rollouts against this simia server")
+    p.add_argument("--token", help="--via-server: bearer token for the server")
+    p.add_argument("--min-reward", type=float, default=1.0, help="--via-server: keep episodes with this reward (1)")
+    add_worlds_dir(p)
+    p.set_defaults(func=_synth)

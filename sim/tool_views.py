@@ -1,0 +1,81 @@
+"""How a tool looks to an agent model and to a trainer: the OpenAI `tools` entry, the one-line tool card, and
+the check that a transcript's tool calls fit the tools.
+
+Works on anything with a tool's `name`, `description`, `input_schema` and `output_schema`
+(a world's `ToolSpec`, an MCP SDK `Tool`), so rollouts, exports, GRPO and synthesis
+show and check tools the same way. The simulator's own, fuller spec sheet of a tool
+lives in `simia.sim.prompts`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from .loader import validate_instance  # moves to .schema
+from .prompts import schema_signature
+
+__all__ = ["ToolLike", "check_tool_calls", "openai_tool", "tool_card"]
+
+
+class ToolLike(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str | None: ...
+    @property
+    def input_schema(self) -> dict[str, Any]: ...
+    @property
+    def output_schema(self) -> dict[str, Any] | None: ...
+
+
+def openai_tool(tool: ToolLike) -> dict[str, Any]:
+    """The OpenAI chat-completions `tools` entry (also what TRL and chat templates take)."""
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description or "", "parameters": tool.input_schema},
+    }
+
+
+def tool_card(tool: ToolLike, *, returns: bool = False) -> str:
+    """One line: `- name(arg: type, opt?: type) [-> output]: description`."""
+    out = f" -> {schema_signature(tool.output_schema) if tool.output_schema else 'object'}" if returns else ""
+    return f"- {tool.name}({schema_signature(tool.input_schema)}){out}: {' '.join((tool.description or '').split())}"
+
+
+def check_tool_calls(messages: Sequence[Mapping[str, Any]], tools: Mapping[str, ToolLike]) -> list[str]:
+    """Problems that make a transcript unfit for training (empty when it is fine): calls to unknown tools,
+    arguments that are not JSON or break the tool's inputSchema, calls without ids, and calls and results
+    that do not pair."""
+    problems = []
+    pending: dict[str, str] = {}
+    for i, message in enumerate(messages):
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function", {}) if isinstance(call, Mapping) else {}
+            name, raw = fn.get("name"), fn.get("arguments", "{}")
+            try:
+                args = json.loads(raw) if isinstance(raw, str) else raw
+            except json.JSONDecodeError as exc:
+                problems.append(f"message {i}: arguments of {name} are not valid JSON ({exc.msg})")
+                continue
+            tool = tools.get(str(name))
+            if tool is None:
+                problems.append(f"message {i}: calls {name!r}, which is not in tools")
+            else:
+                problems += [
+                    f"message {i}: {name} arguments break its inputSchema: {p}"
+                    for p in validate_instance(tool.input_schema, args)
+                ]
+            if not call.get("id"):
+                problems.append(f"message {i}: a tool call of {name} has no id")
+            else:
+                pending[call["id"]] = str(name)
+        if message.get("role") == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in pending:
+                problems.append(f"message {i}: tool result {call_id!r} answers no earlier call")
+            else:
+                del pending[str(call_id)]
+    problems += [f"tool call {call_id} ({name}) has no result" for call_id, name in pending.items()]
+    return problems

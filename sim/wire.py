@@ -1,0 +1,227 @@
+"""The wire: simia's HTTP API bodies and MCP `_meta` keys, defined once for the server and its clients.
+
+The server parses requests into these models and renders answers from them; the
+typed client (`simia.clients.api`) parses the same answers into the same classes,
+so the two cannot drift. Requests forbid unknown fields; answers ignore fields a
+newer server may add.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .verdict import Verdict
+from .world import ToolSpec
+
+__all__ = [
+    "META_EPISODE",
+    "META_ERROR_CODE",
+    "META_ERROR_KIND",
+    "META_SEQ",
+    "CreateEpisode",
+    "EndEpisode",
+    "EndedEpisode",
+    "Episode",
+    "EpisodeDetail",
+    "EpisodeList",
+    "ErrorBody",
+    "ErrorDetail",
+    "Event",
+    "ForkEpisode",
+    "Health",
+    "TaskInfo",
+    "TokenData",
+    "UsageTotals",
+    "WorldInfo",
+    "WorldList",
+]
+
+META_EPISODE = "simia/episode"
+"""`_meta` key of every MCP result and `tools/list` answer: the episode id."""
+META_SEQ = "simia/seq"
+"""`_meta` key of a tool result: the event's sequence number in its episode."""
+META_ERROR_KIND = "simia/error_kind"
+"""`_meta` key of an error result: `agent` (a bad call, learn from it) or `infra` (retry on a fresh episode)."""
+META_ERROR_CODE = "simia/error_code"
+"""`_meta` key of an error result: one of the tool's documented codes or a small generic set."""
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class CreateEpisode(_Request):
+    """`POST /v1/episodes`: start an episode of a world, optionally for one of its tasks."""
+
+    world: str = Field(min_length=1, max_length=200, description="A world name from GET /v1/worlds.")
+    task: str | None = Field(default=None, max_length=200, description="A task id of that world.")
+    seed: int | None = Field(
+        default=None, ge=-(2**62), le=2**62, description="Makes the simulation reproducible (answers are cached)."
+    )
+
+
+class ForkEpisode(_Request):
+    """`POST /v1/episodes/{id}/fork`: a new episode from the state after `step` (default: the last)."""
+
+    step: int | None = Field(default=None, ge=0, le=2**62)
+
+
+TOKEN_FIELDS = ("prompt_ids", "completion_ids", "env_mask", "logprobs")
+
+
+class TokenData(_Request):
+    """Token-level RL data of an episode: the policy's prompt and completion ids, with 0 in `env_mask` on
+    environment tokens (tool results, user turns), and optional logprobs, one per completion token."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    env_mask: list[int] | None = None
+    logprobs: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _aligned(self) -> TokenData:
+        n = len(self.completion_ids)
+        if self.env_mask is not None and (len(self.env_mask) != n or not set(self.env_mask) <= {0, 1}):
+            raise ValueError(f"env_mask must be {n} values of 0 or 1, one per completion token")
+        if self.logprobs is not None and len(self.logprobs) != n:
+            raise ValueError(f"logprobs must have {n} values, one per completion token (or be omitted)")
+        return self
+
+
+class EndEpisode(_Request):
+    """`POST /v1/episodes/{id}/end`: close the episode; the transcript (OpenAI chat messages) lets the judge
+    read what the agent said."""
+
+    transcript: list[dict[str, Any]] | None = None
+    tokens: TokenData | None = None
+
+    @model_validator(mode="after")
+    def _messages(self) -> EndEpisode:
+        for i, message in enumerate(self.transcript or []):
+            if not isinstance(message.get("role"), str):
+                raise ValueError(f"transcript[{i}] needs a string 'role' (an OpenAI chat message)")
+        return self
+
+
+class ErrorDetail(_Answer):
+    code: str
+    message: str
+
+
+class ErrorBody(_Answer):
+    """Every error answer: `{"error": {"code", "message"}}`; the message says what to fix."""
+
+    error: ErrorDetail
+
+
+class Health(_Answer):
+    status: str
+    worlds: int
+
+
+class TaskInfo(_Answer):
+    """A task as a rollout harness sees it. `user_hidden` is for the user simulator the harness runs; the
+    rubric and expected state stay on the server (the judge's), never sent."""
+
+    id: str
+    instruction: str
+    user_hidden: str | None = None
+
+
+class WorldInfo(_Answer):
+    """A served world: what an agent harness needs to drive episodes of it."""
+
+    name: str
+    title: str = ""
+    description: str = ""
+    version: str = ""
+    hash: str = ""
+    policy: str = ""
+    tools: list[dict[str, Any]] = Field(default_factory=list, description="MCP Tool objects (wire shape).")
+    tasks: list[TaskInfo] = Field(default_factory=list)
+    mcp_url: str = ""
+
+    def task(self, task_id: str) -> TaskInfo | None:
+        return next((t for t in self.tasks if t.id == task_id), None)
+
+    def tool_specs(self) -> list[ToolSpec]:
+        """The tools as typed specs (fields a newer server may add are dropped)."""
+        known = {f.alias or name for name, f in ToolSpec.model_fields.items()}
+        return [ToolSpec.model_validate({k: v for k, v in t.items() if k in known}) for t in self.tools]
+
+
+class WorldList(_Answer):
+    worlds: list[WorldInfo]
+
+
+class UsageTotals(_Answer):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class Episode(_Answer):
+    """An episode in lists and after create, fork and end."""
+
+    id: str
+    world: str
+    task: str | None = None
+    seed: int | None = None
+    status: str
+    status_reason: str | None = None
+    steps: int = 0
+    calls: int = 0
+    usage: UsageTotals = Field(default_factory=UsageTotals)
+    parent_id: str | None = None
+    fork_step: int | None = None
+    group_id: str | None = None
+    reward: int | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    ended_at: float | None = None
+    mcp_url: str = ""
+
+
+class EndedEpisode(Episode):
+    """The answer of `/end`: the episode with its verdict (None when the server has no judge)."""
+
+    verdict: Verdict | None = None
+
+
+class Event(_Answer):
+    """One committed tool call."""
+
+    seq: int
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] | None = None
+    text: str = ""
+    is_error: bool = False
+    error_code: str | None = None
+    error_kind: str | None = None
+    state_patch: list[dict[str, Any]] = Field(default_factory=list)
+    usage: dict[str, Any] = Field(default_factory=dict)
+    latency_ms: float = 0.0
+    model: str = ""
+    detail: str = ""
+    time: float = 0.0
+
+
+class EpisodeDetail(EndedEpisode):
+    """`GET /v1/episodes/{id}`: the episode with its state, events and transcript."""
+
+    state: dict[str, Any] = Field(default_factory=dict)
+    initial_state: dict[str, Any] = Field(default_factory=dict)
+    events: list[Event] = Field(default_factory=list)
+    transcript: list[dict[str, Any]] | None = None
+    tokens: dict[str, Any] | None = None
+
+
+class EpisodeList(_Answer):
+    episodes: list[Episode]
