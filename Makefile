@@ -18,9 +18,10 @@ install: ## create .venv with simia and its dev, local, recipes and train extras
 test: ## run the test suite (what CI runs)
 	$(PY) -m pytest
 
-lint: ## ruff lint and format check
+lint: ## ruff lint and format check, and the import contracts (the dependency rule)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_architecture.py
 
 typecheck: ## mypy --strict over the packages (through a simia/ symlink tree)
 	rm -rf .typecheck && mkdir -p .typecheck/simia

@@ -22,9 +22,9 @@ from typing import Any
 
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend
-from simia.testing.mock_world import parse_simulator_prompt
 from simia.sim.prompts import system_prompt
 from simia.sim.simulator import Simulator, Step, ToolCall
+from simia.testing.mock_world import parse_simulator_prompt
 
 ROOT = Path(__file__).resolve().parent.parent
 CALLS = 50

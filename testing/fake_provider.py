@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
+from simia.server.inprocess import serving
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-
-from simia.server.inprocess import serving
 
 from .mock_world import mock_world_answer
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 from simia.server import SimiaApp, build_server
+from simia.server.inprocess import free_port, serving
 from simia.server.settings import ServerSettings
 from simia.sim import load_worlds
 from simia.sim.backends import Backend, FunctionBackend
-from simia.server.inprocess import free_port, serving
-from simia.testing.mock_world import mock_world_answer
 from simia.sim.store import Store
+from simia.testing.mock_world import mock_world_answer
 
 ROOT = Path(__file__).resolve().parent.parent
 WORLDS = ROOT / "tool_specs"

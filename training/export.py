@@ -282,7 +282,7 @@ def _verdict(episode: EpisodeRecord) -> Verdict:
 def _write(fmt: str, rows: Iterable[dict[str, Any]], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "hf":
-        from datasets import Dataset
+        from datasets import Dataset  # optional extra (train)
 
         dataset = Dataset.from_list(list(rows), on_mixed_types="use_json")
         if out.suffix == ".parquet":

@@ -380,7 +380,7 @@ def multi_turn_rollout_func(
         )
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
-        import torch
+        import torch  # optional extra (train)
 
         model, tokenizer = trainer.model, trainer.processing_class
         out: dict[str, Any] = {

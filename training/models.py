@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from simia.sim.backends.local import embedded_model_path
+
 __all__ = ["cache_dir", "generation_template", "load_model", "load_tokenizer", "tiny_model", "tool_chat_template"]
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -23,8 +25,6 @@ def cache_dir() -> Path:
 
 def _gguf_path(ref: str) -> Path | None:
     if ref == "embedded":
-        from simia.sim.backends.local import embedded_model_path
-
         return embedded_model_path()
     path = Path(ref)
     return path if path.suffix == ".gguf" and path.is_file() else None
@@ -36,7 +36,7 @@ def _converted(gguf: Path) -> Path:
     folder = cache_dir() / "models" / f"{gguf.stem}-{digest}-fp32"
     if (folder / "config.json").is_file():
         return folder
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # optional extra (train)
 
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
@@ -61,7 +61,7 @@ def tool_chat_template(tokenizer: Any) -> Any:
     template = tokenizer.chat_template or ""
     if "tools" not in template:
         # TRL's training variant: prefix-preserving, with {% generation %} marks for assistant-only loss.
-        from trl.chat_template_utils import qwen2_5_training_chat_template
+        from trl.chat_template_utils import qwen2_5_training_chat_template  # optional extra (train)
 
         tokenizer.chat_template = qwen2_5_training_chat_template
     if tokenizer.pad_token is None:
@@ -71,7 +71,7 @@ def tool_chat_template(tokenizer: Any) -> Any:
 
 def generation_template(tokenizer: Any) -> Any:
     """For generation (GRPO), TRL parses tool calls with the plain Qwen2.5 template it recognises."""
-    from trl.chat_template_utils import qwen2_5_chat_template, qwen2_5_training_chat_template
+    from trl.chat_template_utils import qwen2_5_chat_template, qwen2_5_training_chat_template  # optional extra (train)
 
     if tokenizer.chat_template == qwen2_5_training_chat_template:
         tokenizer.chat_template = qwen2_5_chat_template
@@ -79,14 +79,14 @@ def generation_template(tokenizer: Any) -> Any:
 
 
 def load_tokenizer(ref: str) -> Any:
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # optional extra (train)
 
     return tool_chat_template(AutoTokenizer.from_pretrained(resolve(ref)))
 
 
 def load_model(ref: str) -> tuple[Any, Any]:
     """(model, tokenizer) for a Hugging Face path, a .gguf file, or `embedded`."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # optional extra (train)
 
     path = resolve(ref)
     return AutoModelForCausalLM.from_pretrained(path), load_tokenizer(path)
@@ -94,8 +94,8 @@ def load_model(ref: str) -> tuple[Any, Any]:
 
 def tiny_model(tokenizer_ref: str = "embedded", *, hidden: int = 64, layers: int = 2, seed: int = 0) -> tuple[Any, Any]:
     """A few-million-parameter random Llama with SmolLM2's tokenizer: train steps in seconds, for fast tests."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import torch  # optional extra (train)
+    from transformers import LlamaConfig, LlamaForCausalLM  # optional extra (train)
 
     tokenizer = load_tokenizer(tokenizer_ref)
     torch.manual_seed(seed)

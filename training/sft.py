@@ -51,7 +51,7 @@ class SFTRun:
 
 def load_sft_dataset(path: str) -> Any:
     """The dataset as TRL takes it: `messages` and `tools` columns, tool-call arguments as objects."""
-    from datasets import Dataset, load_from_disk
+    from datasets import Dataset, load_from_disk  # optional extra (train)
 
     source = Path(path)
     if source.is_dir():

@@ -5,7 +5,6 @@ from typing import Any
 
 import pytest
 from simia.sim.backends import CompletionRequest, RetryPolicy, ScriptedBackend, resolve_backend
-from simia.testing.fake_provider import FakeProvider, FakeReply
 from simia.sim.errors import (
     BackendConfigError,
     BackendOutputError,
@@ -13,6 +12,7 @@ from simia.sim.errors import (
     BackendTimeout,
     BackendUnavailable,
 )
+from simia.testing.fake_provider import FakeProvider, FakeReply
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
 REQUEST = CompletionRequest(

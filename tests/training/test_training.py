@@ -14,13 +14,13 @@ import pytest
 pytest.importorskip("trl", reason="needs the `train` extra")
 
 from simia.cli._common import in_process_server
+from simia.clients.api import SyncSimiaClient
 from simia.sim import load_worlds
 from simia.sim.backends import FunctionBackend
+from simia.sim.wire import WorldInfo
 from simia.testing.mock_world import mock_world_answer
 from simia.training import models
 from simia.training.export import export
-from simia.clients.api import SyncSimiaClient
-from simia.sim.wire import WorldInfo
 from simia.training.grpo import GRPORun, environment_class, task_dataset
 from simia.training.grpo import train as grpo_train
 from simia.training.sft import SFTRun, load_sft_dataset

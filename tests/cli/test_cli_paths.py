@@ -1,0 +1,229 @@
+"""Advertised CLI paths run as users run them: `simia` as a subprocess, in a temp dir, models scripted."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+import yaml
+from mcp import Client, StdioServerParameters
+from simia.server.inprocess import free_port
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
+AGENT = [
+    {
+        "match": "Set the milk",
+        "data": {"message": "", "tool_calls": [{"name": "set_quantity", "arguments": {"name": "milk", "qty": 4}}]},
+    },
+    {"data": {"message": "Done: the milk is at 4 litres.", "tool_calls": []}},
+]
+PASS = {
+    "data": {
+        "criteria": [{"criterion": "milk set to 4", "passed": True, "evidence": "set_quantity call 1"}],
+        "reasoning": "The agent set the milk to 4.",
+        "reward": 1,
+    }
+}
+
+
+def simia(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "simia.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@contextmanager
+def serving(*args: str, cwd: Path) -> Iterator[str]:
+    """`simia serve ARGS` on a free port; yields its URL once healthy."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simia.cli", "serve", "--port", str(port), "--log-level", "warning", *args],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"simia serve exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def test_rollout_works_for_a_world_that_exists_only_on_the_server(tmp_path: Path) -> None:
+    worlds = tmp_path / "server" / "worlds"
+    shutil.copytree(ROOT / "tool_specs" / "mock", worlds / "pantry")
+    spec = yaml.safe_load((worlds / "pantry" / "world.yaml").read_text())
+    (worlds / "pantry" / "world.yaml").write_text(yaml.safe_dump({**spec, "name": "pantry"}))
+    (tmp_path / "agent.json").write_text(json.dumps(AGENT))
+    (tmp_path / "judge.json").write_text(json.dumps([PASS]))
+    client_dir = tmp_path / "elsewhere"  # no tool_specs here: the client cannot load the world itself
+    client_dir.mkdir()
+    with serving(
+        "--worlds-dir",
+        str(worlds),
+        "--backend",
+        f"scripted:{SCRIPT}",
+        "--judge-backend",
+        f"scripted:{tmp_path / 'judge.json'}",
+        "--db",
+        str(tmp_path / "server" / "s.db"),
+        cwd=tmp_path / "server",
+    ) as url:
+        done = simia(
+            "rollout",
+            "--server",
+            url,
+            "--world",
+            "pantry",
+            "--tasks",
+            "restock_milk",
+            "--agent",
+            f"scripted:{tmp_path / 'agent.json'}",
+            "--out",
+            "runs",
+            cwd=client_dir,
+        )
+    assert done.returncode == 0, done.stderr
+    [result] = [json.loads(line) for line in (client_dir / "runs" / "results.jsonl").read_text().splitlines()]
+    assert (result["status"], result["reward"], result["training_reward"], result["tool_calls"]) == (
+        "judged",
+        1,
+        1.0,
+        1,
+    )
+    assert done.stdout.splitlines()[1].split() == ["restock_milk", "1", "1", "0", "0", "1.00"]
+
+
+def test_rollout_fails_with_exit_code_when_nothing_succeeded(tmp_path: Path) -> None:
+    (tmp_path / "agent.json").write_text(json.dumps(AGENT))
+    dead = f"http://127.0.0.1:{free_port()}"
+    unreachable = simia(
+        "rollout", "--server", dead, "--world", "mock", "--agent", f"scripted:{tmp_path / 'agent.json'}", cwd=tmp_path
+    )
+    assert unreachable.returncode == 2
+    assert unreachable.stderr.startswith(f"error: simia server at {dead} did not answer")
+    assert not (tmp_path / "rollouts").exists() or not any((tmp_path / "rollouts").iterdir())
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps([{"raise": "rejected", "message": "HTTP 400: model gone"}]))
+    all_failed = simia(
+        "rollout",
+        "--world",
+        "mock",
+        "--tasks",
+        "restock_milk",
+        "--n",
+        "2",
+        "--retries",
+        "0",
+        "--agent",
+        f"scripted:{tmp_path / 'agent.json'}",
+        "--sim-backend",
+        f"scripted:{broken}",
+        "--worlds-dir",
+        str(ROOT / "tool_specs"),
+        "--out",
+        "out",
+        cwd=tmp_path,
+    )
+    assert all_failed.returncode == 1
+    assert "error: no episode was judged" in all_failed.stderr
+    assert all_failed.stdout.splitlines()[1].split()[:5] == ["restock_milk", "2", "0", "2", "0"]
+
+
+def test_an_agent_whose_model_fails_is_an_agent_failure(tmp_path: Path) -> None:
+    agent = tmp_path / "agent.json"
+    agent.write_text(json.dumps([{"raise": "rejected", "message": "HTTP 400: bad request"}]))
+    run = simia(
+        "rollout",
+        "--world",
+        "mock",
+        "--tasks",
+        "restock_milk",
+        "--agent",
+        f"scripted:{agent}",
+        "--sim-backend",
+        f"scripted:{SCRIPT}",
+        "--worlds-dir",
+        str(ROOT / "tool_specs"),
+        "--out",
+        "out",
+        cwd=tmp_path,
+    )
+    assert run.returncode == 1
+    [result] = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    assert (result["status"], result["stop"]) == ("agent_failed", "agent_error")
+    assert result["error"].startswith("the agent's model failed")
+    assert run.stdout.splitlines()[1].split()[:5] == ["restock_milk", "1", "0", "0", "1"]
+
+
+async def test_stdio_episodes_are_judged_with_the_judge_backend(tmp_path: Path) -> None:
+    (tmp_path / "judge.json").write_text(json.dumps([PASS]))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "simia.cli",
+            "serve",
+            "--transport",
+            "stdio",
+            "--world",
+            "mock",
+            "--task",
+            "restock_milk",
+            "--worlds-dir",
+            str(ROOT / "tool_specs"),
+            "--backend",
+            f"scripted:{SCRIPT}",
+            "--judge-backend",
+            f"scripted:{tmp_path / 'judge.json'}",
+            "--db",
+            str(tmp_path / "stdio.db"),
+        ],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    async with Client(params) as client:
+        await client.call_tool("set_quantity", {"name": "milk", "qty": 4})
+    with sqlite3.connect(tmp_path / "stdio.db") as db:
+        [(status, verdict)] = db.execute("SELECT status, verdict FROM episodes").fetchall()
+    judged = json.loads(verdict)
+    assert (status, judged["reward"], judged["status"], judged["checks"]) == ("ended", 1, "ok", ["rules", "llm"])
+    assert judged["rule_checks"][0]["passed"] is True
+
+
+def test_stdio_with_an_unknown_task_is_a_clean_error(tmp_path: Path) -> None:
+    run = simia("serve", "--transport", "stdio", "--world", "mock", "--task", "nope", "--db", "x.db", cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines()[-1] == (
+        "error: unknown task 'nope' in world 'mock'; tasks: restock_milk, count_apples, no_bananas"
+    )
+    assert not (tmp_path / "x.db").exists()
