@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simia.sim.loader import validate_instance
+from simia.sim.schema import validate_instance
 from simia.sim.store import EpisodeRecord, EventRecord, Store
 from simia.sim.world import ToolSpec, World
 
