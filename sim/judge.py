@@ -45,7 +45,7 @@ class EpisodeView:
         calls = [
             {"tool": e.tool, "arguments": e.arguments, "output": e.output, "text": e.text, "is_error": e.is_error}
             for e in events
-            if not (e.error_code or "").startswith("budget_")
+            if e.counts_as_call
         ]
         return cls(episode.initial_state, episode.state, calls, transcript)
 

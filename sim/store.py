@@ -24,13 +24,11 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .cache import CACHE_TABLE_SQL
-from .prompts import PastCall
+from .records import EpisodeRecord, EventRecord
 from .state import apply_patch
 from .world import compact_json
 
@@ -105,106 +103,6 @@ CREATE TABLE IF NOT EXISTS snapshots (
     + CACHE_TABLE_SQL
     + ";"
 )
-
-
-@dataclass
-class EpisodeRecord:
-    """One episode as stored."""
-
-    id: str
-    world: str
-    world_hash: str
-    initial_state: dict[str, Any]
-    state: dict[str, Any]
-    task: str | None = None
-    seed: int | None = None
-    principal: str = ""
-    status: str = "active"
-    seq: int = 0
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    parent_id: str | None = None
-    fork_step: int | None = None
-    group_id: str | None = None
-    verdict: dict[str, Any] | None = None
-    transcript: list[dict[str, Any]] | None = None
-    tokens: dict[str, Any] | None = None
-    status_reason: str | None = None
-    created_at: float = field(default_factory=time.time)
-    updated_at: float = field(default_factory=time.time)
-    ended_at: float | None = None
-
-    def summary(self) -> dict[str, Any]:
-        """The JSON shape of an episode in lists (no state, events or transcript)."""
-        return {
-            "id": self.id,
-            "world": self.world,
-            "task": self.task,
-            "seed": self.seed,
-            "status": self.status,
-            "status_reason": self.status_reason,
-            "steps": self.seq,
-            "calls": self.calls,
-            "usage": {
-                "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens,
-                "cost_usd": round(self.cost_usd, 6),
-            },
-            "parent_id": self.parent_id,
-            "fork_step": self.fork_step,
-            "group_id": self.group_id,
-            "reward": (self.verdict or {}).get("reward"),
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "ended_at": self.ended_at,
-        }
-
-
-@dataclass
-class EventRecord:
-    """One tool call of an episode, as committed."""
-
-    tool: str
-    arguments: dict[str, Any]
-    output: dict[str, Any] | None
-    text: str
-    is_error: bool
-    error_code: str | None = None
-    error_kind: str | None = None
-    state_patch: list[dict[str, Any]] = field(default_factory=list)
-    usage: dict[str, Any] = field(default_factory=dict)
-    latency_ms: float = 0.0
-    model: str = ""
-    detail: str = ""
-    request_key: str | None = None
-    seq: int = 0
-    created_at: float = field(default_factory=time.time)
-
-    @cached_property
-    def past(self) -> PastCall:
-        """The event as the simulator's window shows it (made once: it stays in several windows)."""
-        return PastCall(self.tool, self.arguments, self.text if self.is_error else self.output, self.is_error)
-
-    def public(self) -> dict[str, Any]:
-        """The event as the HTTP API returns it (developer detail included, request key not)."""
-        return {
-            "seq": self.seq,
-            "tool": self.tool,
-            "arguments": self.arguments,
-            "output": self.output,
-            "text": self.text,
-            "is_error": self.is_error,
-            "error_code": self.error_code,
-            "error_kind": self.error_kind,
-            "state_patch": self.state_patch,
-            "usage": self.usage,
-            "latency_ms": round(self.latency_ms, 2),
-            "model": self.model,
-            "detail": self.detail,
-            "time": self.created_at,
-        }
 
 
 _EPISODE_COLUMNS = [
@@ -528,7 +426,7 @@ class Store:
         def run(conn: sqlite3.Connection) -> EventRecord:
             usage = event.usage
             params: list[Any] = [
-                0 if (event.error_code or "").startswith("budget_") else 1,  # refused calls are not calls
+                1 if event.counts_as_call else 0,  # refused calls are not calls
                 usage.get("prompt_tokens", 0),
                 usage.get("completion_tokens", 0),
                 usage.get("cost_usd") or 0.0,
