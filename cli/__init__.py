@@ -74,7 +74,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from simia.sim.backends import resolve_backend
     from simia.sim.errors import BackendConfigError
     from simia.sim.simulator import Simulator
-    from simia.sim.store import Store
+    from simia.sim.store import open_store
 
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -100,8 +100,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         public_url=args.public_url,
         tune_gc=True,
     )
-    unsafe = os.environ.get("SIMIA_UNSAFE_ACK_BEFORE_COMMIT") == "1"  # the durability test's control only
-    store = Store(args.db, synchronous=args.synchronous, ack_before_commit=unsafe)
+    store = open_store(args.db, synchronous=args.synchronous)
     simulator = Simulator(backend, cache=store, max_argument_bytes=settings.max_argument_bytes)
     if args.transport == "stdio":
         return _serve_stdio(args, worlds, simulator, store, settings)
@@ -143,7 +142,7 @@ def _cmd_judge(args: argparse.Namespace) -> int:
     from simia.sim.backends import resolve_backend
     from simia.sim.errors import BackendConfigError
     from simia.sim.judge import EpisodeView, Judge
-    from simia.sim.store import Store
+    from simia.sim.store import open_store
 
     try:
         backend = (
@@ -165,7 +164,7 @@ def _cmd_judge(args: argparse.Namespace) -> int:
         raise SystemExit("error: give EPISODE_ID... to re-judge (from --db), or --adversarial")
 
     async def run() -> int:
-        store = Store(args.db)
+        store = open_store(args.db)
         failures = 0
         try:
             for episode_id in args.episodes:

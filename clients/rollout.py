@@ -322,9 +322,9 @@ async def in_process_server(
     from simia.server.inprocess import free_port, serving
     from simia.sim.judge import Judge
     from simia.sim.simulator import Simulator
-    from simia.sim.store import Store
+    from simia.sim.store import open_store
 
-    store = Store(db)
+    store = open_store(db)
     port = free_port()
     simulator = Simulator(sim_backend, cache=store, max_tokens=sim_max_tokens)
     app = build_app(

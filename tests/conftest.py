@@ -17,7 +17,7 @@ from simia.sim.backends import Backend, FunctionBackend
 from simia.server.inprocess import free_port, serving
 from simia.testing.mock_world import mock_world_answer
 from simia.sim.simulator import Simulator
-from simia.sim.store import Store
+from simia.sim.store import Store, open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 WORLDS = ROOT / "tool_specs"
@@ -56,7 +56,7 @@ async def serve(
     **kwargs: Any,
 ) -> AsyncIterator[Running]:
     worlds = load_worlds([worlds_dir or WORLDS]).worlds
-    store = Store(db)
+    store = open_store(db)
     port = free_port()
     settings = settings or ServerSettings()
     settings.port = port

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from simia.sim.schema import validate_instance
-from simia.sim.store import EpisodeRecord, EventRecord, Store
+from simia.sim.store import EpisodeRecord, EventRecord, open_store
 from simia.sim.world import ToolSpec, World
 
 __all__ = [
@@ -232,7 +232,7 @@ async def export(
     """Export matching episodes of `db` to `out` in `fmt`; returns what was written and skipped (with reasons)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-    store = Store(db)
+    store = open_store(db)
     try:
         episodes = await store.list_episodes(
             world=world, task=task, status=status, since=_since(since), limit=10_000_000

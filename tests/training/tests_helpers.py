@@ -13,7 +13,7 @@ from simia.sim.backends import FunctionBackend
 from simia.testing.mock_world import mock_world_answer
 from simia.sim.judge import Judge
 from simia.sim.simulator import Simulator
-from simia.sim.store import Store
+from simia.sim.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 WORLDS = load_worlds([ROOT / "tool_specs"]).worlds
@@ -43,7 +43,7 @@ async def make_db(path: Path) -> dict[str, str]:
     service = EpisodeService(
         WORLDS,
         Simulator(FunctionBackend(mock_world_answer)),
-        Store(path),
+        open_store(path),
         ServerSettings(),
         judge=judge_callable(Judge(None)),
     )
