@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ._sqlite_batch import BatchExecutor
-from .cache import CACHE_TABLE_SQL
+from .cache import CACHE_TABLE_SQL, read_cached, write_cached
 from .records import EpisodeRecord, EventRecord
 from .state import apply_patch
 from .world import compact_json
@@ -369,17 +369,7 @@ class SqliteStore:
         return await self._db.run(run)
 
     async def get(self, key: str) -> dict[str, Any] | None:
-        def run(conn: sqlite3.Connection) -> dict[str, Any] | None:
-            row = conn.execute("SELECT data FROM llm_cache WHERE key = ?", (key,)).fetchone()
-            return json.loads(row[0]) if row else None
-
-        return await self._db.run(run, point=True)
+        return await self._db.run(lambda conn: read_cached(conn, key), point=True)
 
     async def put(self, key: str, replay_key: str, data: dict[str, Any], model: str) -> None:
-        def run(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT OR REPLACE INTO llm_cache (key, replay_key, data, model, created) VALUES (?, ?, ?, ?, ?)",
-                (key, replay_key, compact_json(data), model, time.time()),
-            )
-
-        await self._db.run(run, point=True)
+        await self._db.run(lambda conn: write_cached(conn, key, replay_key, data, model), point=True)
