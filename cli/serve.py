@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import sys
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -13,11 +14,13 @@ from typing import Any
 import uvicorn
 from simia.server import ServerSettings, SimiaApp, build_server
 from simia.server.stdio import serve_stdio
+from simia.sim.backends import Backend
 from simia.sim.judge import Judge
+from simia.sim.store import Store
 
 from ._common import CliError, add_base_url, add_worlds_dir, backend, load_world_set, one_world, open_db, positive
 
-__all__ = ["register"]
+__all__ = ["compose", "register"]
 
 
 def simia_version() -> str:
@@ -27,10 +30,9 @@ def simia_version() -> str:
         return "dev"
 
 
-def _serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+def compose(args: argparse.Namespace, open_store: Callable[[argparse.Namespace], Store]) -> tuple[SimiaApp, Backend]:
+    """The app `simia serve ARGS` serves, and its simulator backend; every flag is checked before `open_store`
+    opens the database, so bad input writes nothing."""
     worlds = load_world_set(args)
     if args.world:
         worlds = {name: one_world(worlds, name) for name in args.world}
@@ -61,8 +63,15 @@ def _serve(args: argparse.Namespace) -> int:
         public_url=args.public_url,
         tune_gc=True,
     )
-    store = open_db(args.db, synchronous=args.synchronous)
-    app = build_server(worlds, sim, store, settings, judge=judge)
+    return build_server(worlds, sim, open_store(args), settings, judge=judge), sim
+
+
+def _serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    app, sim = compose(args, lambda a: open_db(a.db, synchronous=a.synchronous))
+    worlds = app.service.worlds
     if args.transport == "stdio":
         return _stdio(app, next(iter(worlds)), args)
     base = args.public_url or f"http://{args.host}:{args.port}"
@@ -72,7 +81,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"  {name:<16} {len(world.tools):>3} tools  {len(world.tasks):>3} tasks  {base}/worlds/{name}/mcp")
     print(f'  episodes: POST {base}/v1/episodes {{"world": ...}} -> mcp_url {base}/episodes/{{id}}/mcp')
     print(
-        f"  auth: {'bearer token required' if settings.tokens else 'none (local only)'}; metrics: {base}/metrics",
+        f"  auth: {'bearer token required' if app.settings.tokens else 'none (local only)'}; metrics: {base}/metrics",
         flush=True,
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5)

@@ -286,7 +286,7 @@ class EpisodeService:
         if event.seq <= episode.seq:
             return  # a retried request answered from the store: nothing new
         episode.seq = event.seq
-        episode.calls += 0 if (event.error_code or "").startswith("budget_") else 1
+        episode.calls += 1 if event.counts_as_call else 0
         episode.prompt_tokens += event.usage.get("prompt_tokens", 0)
         episode.completion_tokens += event.usage.get("completion_tokens", 0)
         episode.cost_usd += event.usage.get("cost_usd") or 0.0

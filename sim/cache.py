@@ -3,7 +3,8 @@
 The key covers (world hash, tool, canonical arguments, state hash, backend and
 model, prompt version, seed). Only seeded calls are cached, so a seeded episode
 replays identically while unseeded rollouts (GRPO groups) stay diverse. The
-`replay:DB` backend answers from the same table without any model.
+`replay:DB` backend answers from the same table without any model. This module
+holds all of the table's SQL; the store and `SqliteCache` both go through it.
 """
 
 from __future__ import annotations
@@ -14,12 +15,22 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from .world import canonical_json
+from .world import canonical_json, compact_json
 
-__all__ = ["CACHE_TABLE_SQL", "MemoryCache", "ResponseCache", "SqliteCache", "cache_key"]
+__all__ = [
+    "CACHE_TABLE_SQL",
+    "MemoryCache",
+    "ResponseCache",
+    "SqliteCache",
+    "cache_key",
+    "read_cached",
+    "read_replay",
+    "write_cached",
+]
 
 CACHE_TABLE_SQL = """
 CREATE TABLE IF NOT EXISTS llm_cache (
@@ -30,6 +41,26 @@ CREATE TABLE IF NOT EXISTS llm_cache (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS llm_cache_replay ON llm_cache (replay_key, created)"""
+_SELECT = "SELECT data FROM llm_cache WHERE key = ?"
+_SELECT_REPLAY = "SELECT data FROM llm_cache WHERE replay_key = ? ORDER BY created DESC LIMIT 1"
+_INSERT = "INSERT OR REPLACE INTO llm_cache (key, replay_key, data, model, created) VALUES (?, ?, ?, ?, ?)"
+
+
+def read_cached(conn: sqlite3.Connection, key: str) -> dict[str, Any] | None:
+    """The answer cached under `key`, if any (inside the caller's transaction)."""
+    row = conn.execute(_SELECT, (key,)).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def read_replay(conn: sqlite3.Connection, replay_key: str) -> dict[str, Any] | None:
+    """The latest answer recorded for this call by any backend."""
+    row = conn.execute(_SELECT_REPLAY, (replay_key,)).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def write_cached(conn: sqlite3.Connection, key: str, replay_key: str, data: dict[str, Any], model: str) -> None:
+    """Record `data` under `key` (and `replay_key`), replacing any earlier answer; the caller commits."""
+    conn.execute(_INSERT, (key, replay_key, compact_json(data), model, time.time()))
 
 
 def cache_key(
@@ -79,29 +110,26 @@ class SqliteCache:
             self._conn.commit()
         self._lock = threading.Lock()
 
-    def _get(self, key: str, column: str = "key") -> dict[str, Any] | None:
-        sql = f"SELECT data FROM llm_cache WHERE {column} = ? ORDER BY created DESC LIMIT 1"
+    def _read(
+        self, read: Callable[[sqlite3.Connection, str], dict[str, Any] | None], key: str
+    ) -> dict[str, Any] | None:
         with self._lock:
             try:
-                row = self._conn.execute(sql, (key,)).fetchone()
+                return read(self._conn, key)
             except sqlite3.OperationalError:
                 return None  # no cache table: nothing was recorded
-        return json.loads(row[0]) if row else None
 
     def _put(self, key: str, replay_key: str, data: dict[str, Any], model: str) -> None:
         with self._lock:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO llm_cache (key, replay_key, data, model, created) VALUES (?, ?, ?, ?, ?)",
-                (key, replay_key, json.dumps(data), model, time.time()),
-            )
+            write_cached(self._conn, key, replay_key, data, model)
             self._conn.commit()
 
     async def get(self, key: str) -> dict[str, Any] | None:
-        return await asyncio.to_thread(self._get, key)
+        return await asyncio.to_thread(self._read, read_cached, key)
 
     async def get_replay(self, replay_key: str) -> dict[str, Any] | None:
         """The latest answer recorded for this call by any backend."""
-        return await asyncio.to_thread(self._get, replay_key, "replay_key")
+        return await asyncio.to_thread(self._read, read_replay, replay_key)
 
     async def put(self, key: str, replay_key: str, data: dict[str, Any], model: str) -> None:
         await asyncio.to_thread(self._put, key, replay_key, data, model)

@@ -4,6 +4,7 @@
     ├── WorldError            a world folder is invalid (carries every WorldIssue found)
     ├── UnknownWorldError     a world name that is not loaded
     ├── StateError            a state patch does not apply or breaks the state schema
+    ├── StoreConfigError      a --db target no store implementation opens
     └── BackendError          the model backend failed (infrastructure, never the agent's fault)
         ├── BackendConfigError    unknown SPEC, missing API key, missing extra
         ├── BackendTimeout        the per-call deadline passed
@@ -30,6 +31,7 @@ __all__ = [
     "BudgetExceeded",
     "SimiaError",
     "StateError",
+    "StoreConfigError",
     "UnknownWorldError",
     "WorldError",
     "WorldIssue",
@@ -77,6 +79,10 @@ class UnknownWorldError(SimiaError):
 
 class StateError(SimiaError):
     """A state patch could not be applied, or the patched state breaks `state_schema`."""
+
+
+class StoreConfigError(SimiaError):
+    """A database target no store implementation opens (an unknown URL scheme, or Postgres before it is built)."""
 
 
 class BackendError(SimiaError):

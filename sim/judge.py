@@ -64,7 +64,7 @@ def recorded_calls(events: Sequence[Any]) -> list[dict[str, Any]]:
     return [
         {"tool": e.tool, "arguments": e.arguments, "output": e.output, "text": e.text, "is_error": e.is_error}
         for e in events
-        if not (e.error_code or "").startswith("budget_")
+        if e.counts_as_call
     ]
 
 

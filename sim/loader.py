@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import jsonpatch
-import jsonschema_rs
 import yaml
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ValidationError
 
 from .errors import UnknownWorldError, WorldError, WorldIssue
+from .schema import error_path, validate_instance
 from .world import Example, SimulatorHints, Task, ToolSpec, World
 
-__all__ = ["LoadReport", "default_worlds_dir", "load_world", "load_worlds", "validate_instance"]
+__all__ = ["LoadReport", "default_worlds_dir", "load_world", "load_worlds"]
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 """MCP spec (2025-11-25): 1-128 characters from A-Z a-z 0-9 _ - . ; case-sensitive, no spaces."""
@@ -52,10 +52,6 @@ def _json_path(loc: Iterable[str | int]) -> str:
     return out
 
 
-def _pointer_path(prefix: str, parts: Iterable[str | int]) -> str:
-    return prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
-
-
 class _Collector:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -67,7 +63,7 @@ class _Collector:
     def pydantic(self, file: str, prefix: str, err: ValidationError, model: type[BaseModel]) -> None:
         for item in err.errors():
             loc = [p for p in item["loc"] if not isinstance(p, str) or not p.startswith("function-")]
-            path = _pointer_path(prefix, loc)
+            path = error_path(prefix, loc)
             kind = item["type"]
             if kind == "extra_forbidden":
                 name = str(loc[-1]) if loc else ""
@@ -161,7 +157,7 @@ def _check_schema(schema: dict[str, Any], file: str, path: str, issues: _Collect
     try:
         cls.check_schema(schema)
     except SchemaError as exc:
-        where = _pointer_path(path, list(exc.path))
+        where = error_path(path, list(exc.path))
         issues.add(
             file,
             where,
@@ -178,50 +174,6 @@ def _check_schema(schema: dict[str, Any], file: str, path: str, issues: _Collect
         )
         return False
     return True
-
-
-_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
-
-
-def _validator(schema: dict[str, Any]) -> Any:
-    """A compiled validator per schema object (worlds are immutable, so their schemas are too).
-
-    The Rust `jsonschema-rs` validates on every tool call (about 200x faster than the
-    pure-Python `jsonschema`, which the loader keeps for metaschema checks); schemas it
-    cannot compile fall back to `jsonschema`.
-    """
-    entry = _VALIDATORS.get(id(schema))
-    if entry is None or entry[0] is not schema:
-        if len(_VALIDATORS) > 4096:
-            _VALIDATORS.clear()
-        try:
-            compiled: Any = jsonschema_rs.validator_for(schema)
-        except Exception:  # unsupported by jsonschema-rs (e.g. a remote $ref): use the reference implementation
-            compiled = _PyValidator(schema)
-        entry = _VALIDATORS[id(schema)] = (schema, compiled)
-    return entry[1]
-
-
-class _PyValidator:
-    def __init__(self, schema: dict[str, Any]) -> None:
-        self._validator = validators.validator_for(schema, default=Draft202012Validator)(schema)
-
-    def is_valid(self, instance: Any) -> bool:
-        return bool(self._validator.is_valid(instance))
-
-    def iter_errors(self, instance: Any) -> Any:
-        for err in self._validator.iter_errors(instance):
-            err.instance_path = list(err.absolute_path)  # type: ignore[attr-defined]  # the jsonschema-rs name
-            yield err
-
-
-def validate_instance(schema: dict[str, Any], instance: Any) -> list[str]:
-    """Validate `instance` against `schema`; returns readable messages (empty when valid)."""
-    validator = _validator(schema)
-    if validator.is_valid(instance):
-        return []
-    errors = sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.instance_path])
-    return [f"{_pointer_path('$', list(err.instance_path))}: {err.message}" for err in errors]
 
 
 def _is_json_pointer(text: str) -> bool:

@@ -19,8 +19,8 @@ from typing import Any, Literal
 from .backends import Backend, CompletionRequest, Usage
 from .cache import ResponseCache, cache_key
 from .errors import BackendError, BackendOutputError, StateError
-from .loader import validate_instance
 from .prompts import PROMPT_VERSION, PastCall, answer_schema, system_prompt, user_prompt
+from .schema import validate_instance
 from .state import apply_patch, state_hash, state_text
 from .world import ToolSpec, World, compact_json
 

@@ -1,432 +1,44 @@
-"""The store: episodes, their events and state snapshots, in SQLite (WAL) through a single connection.
+"""The store: the interface through which episodes, their events and the response cache are kept, and `open_store`.
 
-One connection, used by one thread at a time (SQLite 3.40 corrupts WAL databases
-when two connections write or checkpoint at once). Concurrent requests are
-grouped: a batch runs its jobs inside one transaction, commits once, and only
-then answers them - so a reply reports only what is committed, and many
-concurrent calls share one fsync. A failing job is undone alone (the batch is
-rerun with a savepoint per job).
-
-Batches run on a writer thread; with `synchronous` NORMAL or OFF (a commit does
-not wait for the disk) small indexed reads and writes ("point" jobs: a call's
-event, an episode's row) run instead as one batch per event-loop iteration on
-the loop's own thread, which is cheaper than two thread hops.
+`Store` lists the operations the server, the CLI and the exports use, each with
+its contract; an implementation keeps them for one database (`SqliteStore`, the
+embedded default). `open_store` picks the implementation from a `--db` target.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
-import logging
-import queue
-import sqlite3
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol
 
-from .cache import CACHE_TABLE_SQL
-from .prompts import PastCall
-from .state import apply_patch
-from .world import compact_json
+from .errors import StoreConfigError
+from .records import EpisodeRecord, EventRecord
+from .sqlite_store import SqliteStore
 
 __all__ = ["EpisodeRecord", "EventRecord", "Store", "open_store"]
 
-T = TypeVar("T")
-log = logging.getLogger("simia.store")
-SNAPSHOT_EVERY = 16
-"""A state-changing event writes a snapshot when the last one is this many events back; the states in
-between are the snapshot plus the events' patches (`state_at`), so a call does not write the whole state twice."""
-CHECKPOINT_EVERY = 1000
-"""Inline commits between two WAL checkpoints (SQLite's own, every 1000 pages, would run on the event loop)."""
 
-SCHEMA_SQL = (
-    """
-CREATE TABLE IF NOT EXISTS episodes (
-    id TEXT PRIMARY KEY,
-    world TEXT NOT NULL,
-    world_hash TEXT NOT NULL,
-    task TEXT,
-    seed INTEGER,
-    principal TEXT NOT NULL DEFAULT '',
-    status TEXT NOT NULL,
-    seq INTEGER NOT NULL DEFAULT 0,
-    calls INTEGER NOT NULL DEFAULT 0,
-    prompt_tokens INTEGER NOT NULL DEFAULT 0,
-    completion_tokens INTEGER NOT NULL DEFAULT 0,
-    cost_usd REAL NOT NULL DEFAULT 0,
-    initial_state TEXT NOT NULL,
-    state TEXT NOT NULL,
-    parent_id TEXT,
-    fork_step INTEGER,
-    group_id TEXT,
-    verdict TEXT,
-    transcript TEXT,
-    tokens TEXT,
-    status_reason TEXT,
-    snapshot_seq INTEGER NOT NULL DEFAULT 0,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    ended_at REAL
-);
-CREATE INDEX IF NOT EXISTS episodes_world ON episodes (world, status);
-CREATE INDEX IF NOT EXISTS episodes_updated ON episodes (status, updated_at);
-CREATE TABLE IF NOT EXISTS events (
-    episode_id TEXT NOT NULL REFERENCES episodes (id),
-    seq INTEGER NOT NULL,
-    request_key TEXT,
-    tool TEXT NOT NULL,
-    arguments TEXT NOT NULL,
-    output TEXT,
-    text TEXT NOT NULL,
-    is_error INTEGER NOT NULL,
-    error_code TEXT,
-    error_kind TEXT,
-    state_patch TEXT NOT NULL,
-    usage TEXT NOT NULL,
-    latency_ms REAL NOT NULL,
-    model TEXT NOT NULL DEFAULT '',
-    detail TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL,
-    PRIMARY KEY (episode_id, seq)
-);
-DROP INDEX IF EXISTS events_request;
-CREATE TABLE IF NOT EXISTS snapshots (
-    episode_id TEXT NOT NULL REFERENCES episodes (id),
-    seq INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    PRIMARY KEY (episode_id, seq)
-);
-"""
-    + CACHE_TABLE_SQL
-    + ";"
-)
+class Store(Protocol):
+    """Episodes, their events and state history, and the simulator's response cache, in one database.
 
-
-@dataclass
-class EpisodeRecord:
-    """One episode as stored."""
-
-    id: str
-    world: str
-    world_hash: str
-    initial_state: dict[str, Any]
-    state: dict[str, Any]
-    task: str | None = None
-    seed: int | None = None
-    principal: str = ""
-    status: str = "active"
-    seq: int = 0
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    parent_id: str | None = None
-    fork_step: int | None = None
-    group_id: str | None = None
-    verdict: dict[str, Any] | None = None
-    transcript: list[dict[str, Any]] | None = None
-    tokens: dict[str, Any] | None = None
-    status_reason: str | None = None
-    created_at: float = field(default_factory=time.time)
-    updated_at: float = field(default_factory=time.time)
-    ended_at: float | None = None
-
-    def summary(self) -> dict[str, Any]:
-        """The JSON shape of an episode in lists (no state, events or transcript)."""
-        return {
-            "id": self.id,
-            "world": self.world,
-            "task": self.task,
-            "seed": self.seed,
-            "status": self.status,
-            "status_reason": self.status_reason,
-            "steps": self.seq,
-            "calls": self.calls,
-            "usage": {
-                "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens,
-                "cost_usd": round(self.cost_usd, 6),
-            },
-            "parent_id": self.parent_id,
-            "fork_step": self.fork_step,
-            "group_id": self.group_id,
-            "reward": (self.verdict or {}).get("reward"),
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "ended_at": self.ended_at,
-        }
-
-
-@dataclass
-class EventRecord:
-    """One tool call of an episode, as committed."""
-
-    tool: str
-    arguments: dict[str, Any]
-    output: dict[str, Any] | None
-    text: str
-    is_error: bool
-    error_code: str | None = None
-    error_kind: str | None = None
-    state_patch: list[dict[str, Any]] = field(default_factory=list)
-    usage: dict[str, Any] = field(default_factory=dict)
-    latency_ms: float = 0.0
-    model: str = ""
-    detail: str = ""
-    request_key: str | None = None
-    seq: int = 0
-    created_at: float = field(default_factory=time.time)
-
-    @cached_property
-    def past(self) -> PastCall:
-        """The event as the simulator's window shows it (made once: it stays in several windows)."""
-        return PastCall(self.tool, self.arguments, self.text if self.is_error else self.output, self.is_error)
-
-    def public(self) -> dict[str, Any]:
-        """The event as the HTTP API returns it (developer detail included, request key not)."""
-        return {
-            "seq": self.seq,
-            "tool": self.tool,
-            "arguments": self.arguments,
-            "output": self.output,
-            "text": self.text,
-            "is_error": self.is_error,
-            "error_code": self.error_code,
-            "error_kind": self.error_kind,
-            "state_patch": self.state_patch,
-            "usage": self.usage,
-            "latency_ms": round(self.latency_ms, 2),
-            "model": self.model,
-            "detail": self.detail,
-            "time": self.created_at,
-        }
-
-
-_EPISODE_COLUMNS = [
-    "id", "world", "world_hash", "task", "seed", "principal", "status", "seq", "calls", "prompt_tokens",
-    "completion_tokens", "cost_usd", "initial_state", "state", "parent_id", "fork_step", "group_id", "verdict",
-    "transcript", "tokens", "status_reason", "created_at", "updated_at", "ended_at",
-]  # fmt: skip
-_JSON_EPISODE = {"initial_state", "state", "verdict", "transcript", "tokens"}
-_EVENT_COLUMNS = [
-    "seq", "request_key", "tool", "arguments", "output", "text", "is_error", "error_code", "error_kind",
-    "state_patch", "usage", "latency_ms", "model", "detail", "created_at",
-]  # fmt: skip
-_JSON_EVENT = {"arguments", "output", "state_patch", "usage"}
-_INSERT_EPISODE = "INSERT INTO episodes ({}) VALUES ({})".format(
-    ", ".join(_EPISODE_COLUMNS), ", ".join("?" * len(_EPISODE_COLUMNS))
-)
-_INSERT_EVENT = "INSERT INTO events (episode_id, {}) VALUES ({})".format(
-    ", ".join(_EVENT_COLUMNS), ", ".join("?" * (len(_EVENT_COLUMNS) + 1))
-)
-_ADVANCE = (
-    "UPDATE episodes SET seq = seq + 1, calls = calls + ?, prompt_tokens = prompt_tokens + ?, "
-    "completion_tokens = completion_tokens + ?, cost_usd = cost_usd + ?, updated_at = ? "
-    "WHERE id = ? RETURNING seq, snapshot_seq"
-)
-_ADVANCE_WITH_STATE = _ADVANCE.replace("updated_at = ?", "updated_at = ?, state = ?")
-
-
-def _episode_from_row(row: sqlite3.Row) -> EpisodeRecord:
-    values = {
-        k: (json.loads(row[k]) if k in _JSON_EPISODE and row[k] is not None else row[k]) for k in _EPISODE_COLUMNS
-    }
-    return EpisodeRecord(**values)
-
-
-def _event_from_row(row: sqlite3.Row) -> EventRecord:
-    values = {k: (json.loads(row[k]) if k in _JSON_EVENT and row[k] is not None else row[k]) for k in _EVENT_COLUMNS}
-    values["is_error"] = bool(values["is_error"])
-    return EventRecord(**values)
-
-
-class _Job:
-    __slots__ = ("error", "fn", "future", "loop", "result")
-
-    def __init__(self, fn: Callable[[sqlite3.Connection], Any], loop: asyncio.AbstractEventLoop) -> None:
-        self.fn = fn
-        self.loop = loop
-        self.future: asyncio.Future[Any] = loop.create_future()
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-
-class Store:
-    """Episodes, events, snapshots and the response cache in one SQLite file.
-
-    Args:
-        path: the database file (created when missing); ":memory:" for tests.
-        synchronous: SQLite `synchronous` pragma. FULL (default) survives power loss;
-            NORMAL survives process crashes only.
-        ack_before_commit: UNSAFE, for the durability test's control only: answers
-            jobs before their transaction commits, and commits lazily.
+    Every operation is a coroutine, and every write is committed (durable at the
+    database's setting) before it returns: the server replies to a call only after
+    `commit_event` returned. Operations may run concurrently from many tasks; an
+    implementation serialises or groups them as it needs. After `close` every
+    operation raises `RuntimeError`.
     """
 
-    def __init__(self, path: str | Path, *, synchronous: str = "FULL", ack_before_commit: bool = False) -> None:
-        self.path = str(path)
-        self.ack_before_commit = ack_before_commit
-        self._queue: queue.Queue[_Job | None] = queue.Queue()
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._conn.row_factory = sqlite3.Row
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute(f"PRAGMA synchronous={synchronous}")
-        self._conn.execute("PRAGMA foreign_keys=ON")
-        self._conn.execute("PRAGMA busy_timeout=5000")
-        self._conn.executescript(SCHEMA_SQL)
-        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(episodes)")}
-        if "tokens" not in columns:  # databases written before token data was kept
-            self._conn.execute("ALTER TABLE episodes ADD COLUMN tokens TEXT")
-        if "snapshot_seq" not in columns:  # databases written when every change had a snapshot
-            self._conn.execute("ALTER TABLE episodes ADD COLUMN snapshot_seq INTEGER NOT NULL DEFAULT 0")
-        self._lock = threading.Lock()  # held by whoever uses the connection: the writer thread or an inline batch
-        self._inline: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
-        self._inline_ok = synchronous.upper() in ("NORMAL", "OFF") and not ack_before_commit
-        if self._inline_ok:  # checkpoints (which write the database file and sync it) move to the writer thread
-            self._conn.execute("PRAGMA wal_autocheckpoint=0")
-        self._inline_commits = 0
-        self._conn_closed = False
-        self._thread = threading.Thread(target=self._writer, name="simia-store-writer", daemon=True)
-        self._closed = False
-        self._thread.start()
-
-    # -- the writer thread -------------------------------------------------------------------------
-
-    def _writer(self) -> None:
-        conn = self._conn
-        unsafe_since = 0.0  # ack_before_commit only: when the open transaction began
-        while True:
-            try:
-                first = self._queue.get(timeout=0.2 if self.ack_before_commit else None)
-            except queue.Empty:
-                if self.ack_before_commit and conn.in_transaction and time.monotonic() - unsafe_since > 0.5:
-                    conn.execute("COMMIT")
-                continue
-            if first is None:
-                break
-            jobs = self._take_waiting(first)
-            checkpoints = [job for job in jobs if job.fn is _checkpoint]
-            work = [job for job in jobs if job.fn is not _checkpoint]
-            with self._lock:
-                if checkpoints:
-                    _checkpoint(conn)
-                if work and self.ack_before_commit:
-                    if not conn.in_transaction:
-                        conn.execute("BEGIN IMMEDIATE")
-                        unsafe_since = time.monotonic()
-                    _run_jobs(conn, work)
-                    if time.monotonic() - unsafe_since > 1.0:
-                        conn.execute("COMMIT")
-                elif work:
-                    _run_batch(conn, work)
-            by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
-            for job in jobs:
-                by_loop.setdefault(job.loop, []).append(job)
-            for loop, group in by_loop.items():  # one wake-up per loop and batch, not per job
-                _answer(loop, group)
-        with self._lock:
-            if conn.in_transaction:
-                conn.execute("COMMIT")
-            conn.close()
-            self._conn_closed = True
-        for job in self._take_waiting(None):  # jobs that arrived after the close: refuse them
-            job.error = None if job.fn is _checkpoint else RuntimeError("the store is closed")
-            _answer(job.loop, [job])
-
-    def _take_waiting(self, first: _Job | None) -> list[_Job]:
-        """`first` and the jobs waiting behind it (up to 256), stopping at the close marker."""
-        jobs = [first] if first is not None else []
-        while len(jobs) < 256:
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if job is None:
-                self._queue.put(None)
-                break
-            jobs.append(job)
-        return jobs
-
-    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Run the jobs this loop queued for inline execution, as one transaction, on the loop's thread.
-
-        Used when a commit does not wait for the disk (synchronous NORMAL or OFF): a batch of point
-        reads and writes then costs less than the two thread hops. When the writer thread holds
-        the connection, the jobs go to it instead.
-        """
-        jobs = self._inline.pop(loop, [])
-        if not jobs:
-            return
-        if not self._lock.acquire(blocking=False):
-            if self._closed:
-                _fail(jobs, RuntimeError("the store is closed"))
-                return
-            for job in jobs:
-                self._queue.put(job)
-            return
-        try:
-            if self._conn_closed:
-                _fail(jobs, RuntimeError("the store is closed"))
-                return
-            _run_batch(self._conn, jobs)
-        finally:
-            self._lock.release()
-        self._inline_commits += 1
-        if self._inline_commits >= CHECKPOINT_EVERY:
-            self._inline_commits = 0
-            self._queue.put(_Job(_checkpoint, loop))
-        _resolve_all(jobs)
-
-    async def _run(self, fn: Callable[[sqlite3.Connection], T], *, point: bool = False) -> T:
-        """Run `fn` on the connection inside a committed transaction; `point`: a small, indexed read or write,
-        which may run inline on the event loop when commits do not wait for the disk."""
-        if self._closed:
-            raise RuntimeError("the store is closed")
-        loop = asyncio.get_running_loop()
-        job = _Job(fn, loop)
-        if point and self._inline_ok:
-            pending = self._inline.get(loop)
-            if pending is None:
-                pending = self._inline[loop] = []
-                loop.call_soon(self._flush, loop)
-            pending.append(job)
-        else:
-            self._queue.put(job)
-        result: T = await job.future  # a cancelled caller leaves the job to run; its answer is dropped
-        return result
-
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._queue.put(None)
-        await asyncio.to_thread(self._thread.join)
-
-    # -- episodes ----------------------------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        """Where the data lives, as `open_store` accepts it again (a file path or a database URL)."""
+        ...
 
     async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
-        def run(conn: sqlite3.Connection) -> EpisodeRecord:
-            values = [
-                compact_json(getattr(episode, k))
-                if k in _JSON_EPISODE and getattr(episode, k) is not None
-                else getattr(episode, k)
-                for k in _EPISODE_COLUMNS
-            ]
-            conn.execute(_INSERT_EPISODE, values)
-            return episode
-
-        return await self._run(run, point=True)
+        """Insert a new episode (its id must be new) and return it, committed."""
+        ...
 
     async def get_episode(self, episode_id: str) -> EpisodeRecord | None:
-        def run(conn: sqlite3.Connection) -> EpisodeRecord | None:
-            row = conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
-            return _episode_from_row(row) if row else None
-
-        return await self._run(run, point=True)
+        """The episode as last committed (counters, state, status, verdict), or None when there is none."""
+        ...
 
     async def list_episodes(
         self,
@@ -438,28 +50,12 @@ class Store:
         since: float | None = None,
         limit: int = 1000,
     ) -> list[EpisodeRecord]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        for column, value in (("world", world), ("status", status), ("principal", principal), ("task", task)):
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        if since is not None:
-            clauses.append("created_at >= ?")
-            params.append(since)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        sql = f"SELECT * FROM episodes {where} ORDER BY created_at LIMIT ?"
-
-        def run(conn: sqlite3.Connection) -> list[EpisodeRecord]:
-            return [_episode_from_row(r) for r in conn.execute(sql, [*params, limit]).fetchall()]
-
-        return await self._run(run)
+        """Episodes matching every filter given (`since`: created at or after), oldest first, at most `limit`."""
+        ...
 
     async def count_live(self) -> int:
-        def run(conn: sqlite3.Connection) -> int:
-            return int(conn.execute("SELECT COUNT(*) FROM episodes WHERE status = 'active'").fetchone()[0])
-
-        return await self._run(run)
+        """The number of episodes whose status is `active`."""
+        ...
 
     async def set_status(
         self,
@@ -471,247 +67,87 @@ class Store:
         transcript: list[dict[str, Any]] | None = None,
         tokens: dict[str, Any] | None = None,
     ) -> None:
-        now = time.time()
+        """Set the episode's status and touch `updated_at`; the other fields change only when given (not None).
 
-        def run(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "UPDATE episodes SET status = ?, status_reason = COALESCE(?, status_reason), "
-                "verdict = COALESCE(?, verdict), transcript = COALESCE(?, transcript), "
-                "tokens = COALESCE(?, tokens), updated_at = ?, "
-                "ended_at = CASE WHEN ? = 'active' THEN NULL ELSE COALESCE(ended_at, ?) END WHERE id = ?",
-                (
-                    status,
-                    reason,
-                    compact_json(verdict) if verdict is not None else None,
-                    compact_json(transcript) if transcript is not None else None,
-                    compact_json(tokens) if tokens is not None else None,
-                    now,
-                    status,
-                    now,
-                    episode_id,
-                ),
-            )
-
-        await self._run(run)
+        `ended_at` is set the first time the status leaves `active`, and cleared when it returns to `active`.
+        """
+        ...
 
     async def abandon_idle(self, idle_seconds: float) -> list[str]:
-        """Mark active episodes idle for longer than `idle_seconds` as abandoned (their events are kept)."""
-        cutoff = time.time() - idle_seconds
-
-        def run(conn: sqlite3.Connection) -> list[str]:
-            ids = [
-                r[0]
-                for r in conn.execute("SELECT id FROM episodes WHERE status = 'active' AND updated_at < ?", (cutoff,))
-            ]
-            conn.execute(
-                "UPDATE episodes SET status = 'abandoned', status_reason = 'idle timeout', ended_at = ? "
-                "WHERE status = 'active' AND updated_at < ?",
-                (time.time(), cutoff),
-            )
-            return ids
-
-        return await self._run(run)
-
-    # -- events ------------------------------------------------------------------------------------
+        """Mark active episodes not updated for `idle_seconds` as `abandoned` (reason `idle timeout`,
+        events kept) and return their ids."""
+        ...
 
     async def commit_event(self, episode_id: str, event: EventRecord, new_state: dict[str, Any] | None) -> EventRecord:
-        """Append `event` (and the new state, when it changed) in one transaction.
+        """Append one call's event and advance its episode, in one transaction committed before this returns.
 
-        Retries are recognised by the caller (`EpisodeService` matches a request against
-        an episode's latest events under the episode's lock); an index on random request
-        keys would cost every commit more than the rest of its writes.
+        The episode's `seq` goes up by one and the event gets it (`event.seq` is set), so an
+        episode's events are numbered 1, 2, 3... without gaps or repeats, however many commits
+        run at once. In the same transaction `calls` grows by one when `event.counts_as_call`,
+        the token counts and cost grow by the event's `usage`, `updated_at` becomes the
+        event's `created_at`, and the state becomes `new_state` when it is not None.
 
         Returns:
-            The committed event, with its `seq`.
+            `event`, with its `seq`.
+
+        Raises:
+            LookupError: there is no such episode (nothing is written).
         """
-
-        def run(conn: sqlite3.Connection) -> EventRecord:
-            usage = event.usage
-            params: list[Any] = [
-                0 if (event.error_code or "").startswith("budget_") else 1,  # refused calls are not calls
-                usage.get("prompt_tokens", 0),
-                usage.get("completion_tokens", 0),
-                usage.get("cost_usd") or 0.0,
-                event.created_at,
-            ]
-            state_text = None if new_state is None else compact_json(new_state)
-            if state_text is not None:
-                params.append(state_text)
-            rows = conn.execute(
-                _ADVANCE_WITH_STATE if state_text is not None else _ADVANCE, [*params, episode_id]
-            ).fetchall()
-            if not rows:
-                raise LookupError(f"no episode {episode_id!r}")
-            seq, snapshot_seq = rows[0]
-            event.seq = seq
-            e = event
-            values = (  # episode_id, then _EVENT_COLUMNS in order
-                episode_id,
-                seq,
-                e.request_key,
-                e.tool,
-                compact_json(e.arguments),
-                compact_json(e.output),
-                e.text,
-                int(e.is_error),
-                e.error_code,
-                e.error_kind,
-                compact_json(e.state_patch),
-                compact_json(e.usage),
-                e.latency_ms,
-                e.model,
-                e.detail,
-                e.created_at,
-            )
-            conn.execute(_INSERT_EVENT, values)
-            if state_text is not None and seq - snapshot_seq >= SNAPSHOT_EVERY:
-                conn.execute(
-                    "INSERT INTO snapshots (episode_id, seq, state) VALUES (?, ?, ?)", (episode_id, seq, state_text)
-                )
-                conn.execute("UPDATE episodes SET snapshot_seq = ? WHERE id = ?", (seq, episode_id))
-            return event
-
-        return await self._run(run, point=True)
+        ...
 
     async def recent_events(self, episode_id: str, n: int) -> list[EventRecord]:
-        """The last `n` events, oldest first."""
-
-        def run(conn: sqlite3.Connection) -> list[EventRecord]:
-            rows = conn.execute(
-                f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = ? ORDER BY seq DESC LIMIT ?",
-                (episode_id, n),
-            ).fetchall()
-            return [_event_from_row(r) for r in reversed(rows)]
-
-        return await self._run(run, point=True) if n > 0 else []
+        """The episode's last `n` events, oldest first (none when `n` <= 0)."""
+        ...
 
     async def events(self, episode_id: str) -> list[EventRecord]:
-        def run(conn: sqlite3.Connection) -> list[EventRecord]:
-            rows = conn.execute(
-                f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = ? ORDER BY seq", (episode_id,)
-            )
-            return [_event_from_row(r) for r in rows]
-
-        return await self._run(run)
+        """All the episode's events, in `seq` order."""
+        ...
 
     async def state_at(self, episode_id: str, step: int) -> dict[str, Any]:
-        """The episode's state after event `step` (0: its initial state): the last snapshot at or
-        before `step` (or the initial state) with the patches of the events after it applied."""
-
-        def run(conn: sqlite3.Connection) -> dict[str, Any]:
-            row = conn.execute(
-                "SELECT seq, state FROM snapshots WHERE episode_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
-                (episode_id, step),
-            ).fetchone()
-            if row is None:
-                row = conn.execute("SELECT 0, initial_state FROM episodes WHERE id = ?", (episode_id,)).fetchone()
-            state: dict[str, Any] = json.loads(row[1])
-            patches = conn.execute(
-                "SELECT state_patch FROM events WHERE episode_id = ? AND seq > ? AND seq <= ? AND state_patch != '[]' "
-                "ORDER BY seq",
-                (episode_id, row[0], step),
-            )
-            for (patch,) in patches:
-                state = apply_patch(state, json.loads(patch), None)
-            return state
-
-        return await self._run(run, point=True)
+        """The episode's state right after event `step` (0: its initial state)."""
+        ...
 
     async def integrity_check(self) -> str:
-        def run(conn: sqlite3.Connection) -> str:
-            return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
-
-        return await self._run(run)
-
-    # -- the response cache (ResponseCache protocol) -------------------------------------------
+        """`"ok"` when the database is sound, else what its own check reports."""
+        ...
 
     async def get(self, key: str) -> dict[str, Any] | None:
-        def run(conn: sqlite3.Connection) -> dict[str, Any] | None:
-            row = conn.execute("SELECT data FROM llm_cache WHERE key = ?", (key,)).fetchone()
-            return json.loads(row[0]) if row else None
-
-        return await self._run(run, point=True)
+        """The simulator answer cached under `key` (`simia.sim.cache.cache_key`), if any."""
+        ...
 
     async def put(self, key: str, replay_key: str, data: dict[str, Any], model: str) -> None:
-        def run(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT OR REPLACE INTO llm_cache (key, replay_key, data, model, created) VALUES (?, ?, ?, ?, ?)",
-                (key, replay_key, compact_json(data), model, time.time()),
-            )
+        """Cache a validated simulator answer under `key` (and `replay_key`, for `replay:DB`), replacing any."""
+        ...
 
-        await self._run(run, point=True)
-
-
-def _run_jobs(conn: sqlite3.Connection, jobs: list[_Job]) -> None:
-    """Run each job in its own savepoint: a failing job is rolled back alone and keeps its error."""
-    for job in jobs:
-        conn.execute("SAVEPOINT job")
-        try:
-            job.result = job.fn(conn)
-            conn.execute("RELEASE job")
-        except BaseException as exc:
-            conn.execute("ROLLBACK TO job")
-            conn.execute("RELEASE job")
-            job.error = exc
-
-
-def _run_batch(conn: sqlite3.Connection, jobs: list[_Job]) -> None:
-    """Run `jobs` in one transaction and commit it: many jobs share one commit (and one fsync).
-
-    The common case runs them back to back. When one fails, the transaction is rolled
-    back and the batch runs again with a savepoint per job, so the failing job is
-    undone alone and the others commit.
-    """
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for job in jobs:
-            job.result = job.fn(conn)
-    except BaseException:
-        conn.execute("ROLLBACK")
-        conn.execute("BEGIN IMMEDIATE")
-        _run_jobs(conn, jobs)
-    try:
-        conn.execute("COMMIT")
-    except sqlite3.Error as exc:
-        for job in jobs:
-            job.error = job.error or exc
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-
-
-def _checkpoint(conn: sqlite3.Connection) -> None:
-    """Copy the WAL back into the database file (on the writer thread, off the event loop)."""
-    try:
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-    except sqlite3.Error:
-        log.exception("WAL checkpoint failed (the next one retries)")
-
-
-def _fail(jobs: list[_Job], error: BaseException) -> None:
-    for job in jobs:
-        job.error = error
-    _resolve_all(jobs)
-
-
-def _answer(loop: asyncio.AbstractEventLoop, jobs: list[_Job]) -> None:
-    """Resolve `jobs` on their loop's thread (from the writer thread)."""
-    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for these answers any more
-        loop.call_soon_threadsafe(_resolve_all, jobs)
-
-
-def _resolve_all(jobs: list[_Job]) -> None:
-    for job in jobs:
-        if job.future.done():
-            continue
-        if job.error is not None:
-            job.future.set_exception(job.error)
-        else:
-            job.future.set_result(job.result)
+    async def close(self) -> None:
+        """Finish the operations under way and release the database; idempotent."""
+        ...
 
 
 def open_store(target: str | Path, *, synchronous: str = "FULL") -> Store:
-    """The store behind `target`: a SQLite path (or `sqlite:///PATH`)."""
-    text = str(target)
-    if text.startswith("sqlite:///"):
-        text = text[len("sqlite:///") :]
-    return Store(text, synchronous=synchronous)
+    """The store behind a `--db` target.
+
+    Args:
+        target: a SQLite file path (or `sqlite:///PATH`); `postgresql://` URLs are reserved
+            for the Postgres store.
+        synchronous: how durable a commit is: FULL (default) survives power loss, NORMAL
+            survives a crash of the process only.
+
+    Raises:
+        StoreConfigError: a URL no store implementation opens (including Postgres, not built yet).
+    """
+    if isinstance(target, Path):
+        return SqliteStore(target, synchronous=synchronous)
+    scheme, sep, rest = target.partition("://")
+    if not sep:
+        return SqliteStore(target, synchronous=synchronous)
+    if scheme == "sqlite" and rest.startswith("/"):
+        return SqliteStore(rest[1:], synchronous=synchronous)
+    if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
+        raise StoreConfigError(
+            "the Postgres store is not built yet; use a SQLite file for now: --db PATH (or sqlite:///PATH)"
+        )
+    raise StoreConfigError(
+        f"cannot open a database from a {scheme}:// URL; pass a SQLite file path or sqlite:///PATH "
+        "(three slashes, then the path)"
+    )

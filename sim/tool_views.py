@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from .loader import validate_instance  # moves to .schema
 from .prompts import schema_signature
+from .schema import validate_instance
 
 __all__ = ["ToolLike", "check_tool_calls", "openai_tool", "tool_card"]
 

@@ -15,7 +15,7 @@ from simia.server.inprocess import free_port, serving
 from simia.server.settings import ServerSettings
 from simia.sim import load_worlds
 from simia.sim.backends import Backend, FunctionBackend
-from simia.sim.store import Store
+from simia.sim.store import Store, open_store
 from simia.testing.mock_world import mock_world_answer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,7 +55,7 @@ async def serve(
     **kwargs: Any,
 ) -> AsyncIterator[Running]:
     worlds = load_worlds([worlds_dir or WORLDS]).worlds
-    store = Store(db)
+    store = open_store(db)
     port = free_port()
     settings = settings or ServerSettings()
     settings.port = port

@@ -62,7 +62,7 @@ def transcript_of(
     if task is not None:
         messages.append({"role": "user", "content": task.instruction})
     for event in events:
-        if (event.error_code or "").startswith("budget_"):
+        if not event.counts_as_call:
             continue
         call_id = f"call_{event.seq}"
         messages.append(

@@ -12,7 +12,7 @@ from simia.server.stdio import bound_server
 from simia.sim import load_worlds
 from simia.sim.backends import FunctionBackend
 from simia.sim.simulator import Simulator
-from simia.sim.store import Store
+from simia.sim.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 async def service_for(tmp_path: Path, answer: Any) -> EpisodeService:
     worlds = load_worlds([ROOT / "tool_specs"]).worlds
     backend = FunctionBackend(answer)
-    return EpisodeService(worlds, Simulator(backend), Store(tmp_path / "s.db"), ServerSettings())
+    return EpisodeService(worlds, Simulator(backend), open_store(tmp_path / "s.db"), ServerSettings())
 
 
 async def test_an_in_memory_client_lists_and_calls_an_episodes_tools(tmp_path: Path, mock_answer: Any) -> None:
@@ -107,7 +107,7 @@ async def test_idle_episodes_are_abandoned_with_their_events_kept(tmp_path: Path
 async def test_state_at_every_step_matches_the_live_states_across_snapshot_intervals(
     tmp_path: Path, mock_answer: Any
 ) -> None:
-    from simia.sim.store import SNAPSHOT_EVERY
+    from simia.sim.sqlite_store import SNAPSHOT_EVERY
 
     service = await service_for(tmp_path, mock_answer)
     episode = await service.create("mock")

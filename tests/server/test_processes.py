@@ -62,14 +62,11 @@ def serve_process(
     db: Path, port: int, *, unsafe: bool = False, synchronous: str = "FULL"
 ) -> Iterator[subprocess.Popen[bytes]]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    if unsafe:
-        env["SIMIA_UNSAFE_ACK_BEFORE_COMMIT"] = "1"
+    serve = [str(ROOT / "tests" / "server" / "unsafe_serve.py")] if unsafe else ["-m", "simia.cli", "serve"]
     proc = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "simia.cli",
-            "serve",
+            *serve,
             "--db",
             str(db),
             "--port",

@@ -6,8 +6,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from simia.sim import store as store_module
-from simia.sim.store import EpisodeRecord, EventRecord, Store
+from simia.sim import _sqlite_batch as store_module
+from simia.sim.sqlite_store import SqliteStore
+from simia.sim.store import EpisodeRecord, EventRecord
 
 
 def episode(episode_id: str) -> EpisodeRecord:
@@ -30,7 +31,7 @@ def event(qty: int) -> EventRecord:
 async def test_a_failing_job_is_rolled_back_alone_and_the_rest_of_its_batch_commits(
     tmp_path: Path, synchronous: str
 ) -> None:
-    store = Store(tmp_path / "s.db", synchronous=synchronous)
+    store = SqliteStore(tmp_path / "s.db", synchronous=synchronous)
     await store.create_episode(episode("a"))
     results = await asyncio.gather(
         *(store.commit_event("a", event(q), {"items": {"milk": {"qty": q}}}) for q in range(1, 4)),
@@ -48,13 +49,13 @@ async def test_a_failing_job_is_rolled_back_alone_and_the_rest_of_its_batch_comm
 
 
 async def test_inline_jobs_go_to_the_writer_thread_while_it_holds_the_connection(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db", synchronous="NORMAL")
+    store = SqliteStore(tmp_path / "s.db", synchronous="NORMAL")
     await store.create_episode(episode("a"))
-    store._lock.acquire()  # as if the writer thread were in the middle of a long batch
+    store._db._lock.acquire()  # as if the writer thread were in the middle of a long batch
     pending = asyncio.ensure_future(store.commit_event("a", event(1), {"items": {"milk": {"qty": 1}}}))
     await asyncio.sleep(0.05)
     assert not pending.done()  # handed to the writer, which waits for the connection
-    store._lock.release()
+    store._db._lock.release()
     assert (await pending).seq == 1
     await store.close()
     with pytest.raises(RuntimeError, match="the store is closed"):
@@ -73,7 +74,7 @@ async def test_wal_checkpoints_run_on_the_writer_thread(tmp_path: Path, monkeypa
 
     monkeypatch.setattr(store_module, "_checkpoint", checkpoint)
     monkeypatch.setattr(store_module, "CHECKPOINT_EVERY", 5)
-    store = Store(tmp_path / "s.db", synchronous="NORMAL")
+    store = SqliteStore(tmp_path / "s.db", synchronous="NORMAL")
     await store.create_episode(episode("a"))
     for q in range(1, 21):
         await store.commit_event("a", event(q), {"items": {"milk": {"qty": q}}})

@@ -12,7 +12,7 @@ from simia.sim import load_worlds
 from simia.sim.backends import FunctionBackend
 from simia.sim.judge import Judge
 from simia.sim.simulator import Simulator
-from simia.sim.store import Store
+from simia.sim.store import open_store
 from simia.testing.mock_world import mock_world_answer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ async def make_db(path: Path) -> dict[str, str]:
     service = EpisodeService(
         WORLDS,
         Simulator(FunctionBackend(mock_world_answer)),
-        Store(path),
+        open_store(path),
         ServerSettings(),
         judge=Judge(None),
     )

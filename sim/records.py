@@ -1,0 +1,124 @@
+"""The stored records: an episode and one of its tool calls (an event), as every store keeps them.
+
+Plain dataclasses shared by the store implementations, the server and the exports;
+`EventRecord.counts_as_call` is the one rule for which events count as calls.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from .prompts import PastCall
+
+__all__ = ["BUDGET_CODES", "EpisodeRecord", "EventRecord"]
+
+BUDGET_CODES = frozenset({"budget_calls", "budget_tokens"})
+"""The error codes of a call an episode's budget refused: such a call never ran, so it is not a call."""
+
+
+@dataclass
+class EpisodeRecord:
+    """One episode as stored."""
+
+    id: str
+    world: str
+    world_hash: str
+    initial_state: dict[str, Any]
+    state: dict[str, Any]
+    task: str | None = None
+    seed: int | None = None
+    principal: str = ""
+    status: str = "active"
+    seq: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    parent_id: str | None = None
+    fork_step: int | None = None
+    group_id: str | None = None
+    verdict: dict[str, Any] | None = None
+    transcript: list[dict[str, Any]] | None = None
+    tokens: dict[str, Any] | None = None
+    status_reason: str | None = None
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    ended_at: float | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON shape of an episode in lists (no state, events or transcript)."""
+        return {
+            "id": self.id,
+            "world": self.world,
+            "task": self.task,
+            "seed": self.seed,
+            "status": self.status,
+            "status_reason": self.status_reason,
+            "steps": self.seq,
+            "calls": self.calls,
+            "usage": {
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "cost_usd": round(self.cost_usd, 6),
+            },
+            "parent_id": self.parent_id,
+            "fork_step": self.fork_step,
+            "group_id": self.group_id,
+            "reward": (self.verdict or {}).get("reward"),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "ended_at": self.ended_at,
+        }
+
+
+@dataclass
+class EventRecord:
+    """One tool call of an episode, as committed."""
+
+    tool: str
+    arguments: dict[str, Any]
+    output: dict[str, Any] | None
+    text: str
+    is_error: bool
+    error_code: str | None = None
+    error_kind: str | None = None
+    state_patch: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
+    latency_ms: float = 0.0
+    model: str = ""
+    detail: str = ""
+    request_key: str | None = None
+    seq: int = 0
+    created_at: float = field(default_factory=time.time)
+
+    @property
+    def counts_as_call(self) -> bool:
+        """Whether the event is a call: one a budget refused (`BUDGET_CODES`) never ran, so it is not."""
+        return self.error_code not in BUDGET_CODES
+
+    @cached_property
+    def past(self) -> PastCall:
+        """The event as the simulator's window shows it (made once: it stays in several windows)."""
+        return PastCall(self.tool, self.arguments, self.text if self.is_error else self.output, self.is_error)
+
+    def public(self) -> dict[str, Any]:
+        """The event as the HTTP API returns it (developer detail included, request key not)."""
+        return {
+            "seq": self.seq,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "output": self.output,
+            "text": self.text,
+            "is_error": self.is_error,
+            "error_code": self.error_code,
+            "error_kind": self.error_kind,
+            "state_patch": self.state_patch,
+            "usage": self.usage,
+            "latency_ms": round(self.latency_ms, 2),
+            "model": self.model,
+            "detail": self.detail,
+            "time": self.created_at,
+        }

@@ -1,0 +1,375 @@
+"""The SQLite store: episodes, their events and state snapshots, and the response cache, in one WAL file.
+
+`SqliteStore` implements `simia.sim.store.Store` with the schema and row mapping
+here, on one connection driven by `simia.sim._sqlite_batch.BatchExecutor` (group
+commits; a call is answered only after its transaction commits).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from ._sqlite_batch import BatchExecutor
+from .cache import CACHE_TABLE_SQL, read_cached, write_cached
+from .records import EpisodeRecord, EventRecord
+from .state import apply_patch
+from .world import compact_json
+
+__all__ = ["SNAPSHOT_EVERY", "SqliteStore"]
+
+SNAPSHOT_EVERY = 16
+"""A state-changing event writes a snapshot when the last one is this many events back; the states in
+between are the snapshot plus the events' patches (`state_at`), so a call does not write the whole state twice."""
+
+SCHEMA_SQL = (
+    """
+CREATE TABLE IF NOT EXISTS episodes (
+    id TEXT PRIMARY KEY,
+    world TEXT NOT NULL,
+    world_hash TEXT NOT NULL,
+    task TEXT,
+    seed INTEGER,
+    principal TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL,
+    seq INTEGER NOT NULL DEFAULT 0,
+    calls INTEGER NOT NULL DEFAULT 0,
+    prompt_tokens INTEGER NOT NULL DEFAULT 0,
+    completion_tokens INTEGER NOT NULL DEFAULT 0,
+    cost_usd REAL NOT NULL DEFAULT 0,
+    initial_state TEXT NOT NULL,
+    state TEXT NOT NULL,
+    parent_id TEXT,
+    fork_step INTEGER,
+    group_id TEXT,
+    verdict TEXT,
+    transcript TEXT,
+    tokens TEXT,
+    status_reason TEXT,
+    snapshot_seq INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    ended_at REAL
+);
+CREATE INDEX IF NOT EXISTS episodes_world ON episodes (world, status);
+CREATE INDEX IF NOT EXISTS episodes_updated ON episodes (status, updated_at);
+CREATE TABLE IF NOT EXISTS events (
+    episode_id TEXT NOT NULL REFERENCES episodes (id),
+    seq INTEGER NOT NULL,
+    request_key TEXT,
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    output TEXT,
+    text TEXT NOT NULL,
+    is_error INTEGER NOT NULL,
+    error_code TEXT,
+    error_kind TEXT,
+    state_patch TEXT NOT NULL,
+    usage TEXT NOT NULL,
+    latency_ms REAL NOT NULL,
+    model TEXT NOT NULL DEFAULT '',
+    detail TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    PRIMARY KEY (episode_id, seq)
+);
+DROP INDEX IF EXISTS events_request;
+CREATE TABLE IF NOT EXISTS snapshots (
+    episode_id TEXT NOT NULL REFERENCES episodes (id),
+    seq INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (episode_id, seq)
+);
+"""
+    + CACHE_TABLE_SQL
+    + ";"
+)
+
+
+_EPISODE_COLUMNS = [
+    "id", "world", "world_hash", "task", "seed", "principal", "status", "seq", "calls", "prompt_tokens",
+    "completion_tokens", "cost_usd", "initial_state", "state", "parent_id", "fork_step", "group_id", "verdict",
+    "transcript", "tokens", "status_reason", "created_at", "updated_at", "ended_at",
+]  # fmt: skip
+_JSON_EPISODE = {"initial_state", "state", "verdict", "transcript", "tokens"}
+_EVENT_COLUMNS = [
+    "seq", "request_key", "tool", "arguments", "output", "text", "is_error", "error_code", "error_kind",
+    "state_patch", "usage", "latency_ms", "model", "detail", "created_at",
+]  # fmt: skip
+_JSON_EVENT = {"arguments", "output", "state_patch", "usage"}
+_INSERT_EPISODE = "INSERT INTO episodes ({}) VALUES ({})".format(
+    ", ".join(_EPISODE_COLUMNS), ", ".join("?" * len(_EPISODE_COLUMNS))
+)
+_INSERT_EVENT = "INSERT INTO events (episode_id, {}) VALUES ({})".format(
+    ", ".join(_EVENT_COLUMNS), ", ".join("?" * (len(_EVENT_COLUMNS) + 1))
+)
+_ADVANCE = (
+    "UPDATE episodes SET seq = seq + 1, calls = calls + ?, prompt_tokens = prompt_tokens + ?, "
+    "completion_tokens = completion_tokens + ?, cost_usd = cost_usd + ?, updated_at = ? "
+    "WHERE id = ? RETURNING seq, snapshot_seq"
+)
+_ADVANCE_WITH_STATE = _ADVANCE.replace("updated_at = ?", "updated_at = ?, state = ?")
+
+
+def _episode_from_row(row: sqlite3.Row) -> EpisodeRecord:
+    values = {
+        k: (json.loads(row[k]) if k in _JSON_EPISODE and row[k] is not None else row[k]) for k in _EPISODE_COLUMNS
+    }
+    return EpisodeRecord(**values)
+
+
+def _event_from_row(row: sqlite3.Row) -> EventRecord:
+    values = {k: (json.loads(row[k]) if k in _JSON_EVENT and row[k] is not None else row[k]) for k in _EVENT_COLUMNS}
+    values["is_error"] = bool(values["is_error"])
+    return EventRecord(**values)
+
+
+def _setup(conn: sqlite3.Connection) -> None:
+    """Create the tables, and bring databases written by older versions up to date."""
+    conn.executescript(SCHEMA_SQL)
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(episodes)")}
+    if "tokens" not in columns:  # databases written before token data was kept
+        conn.execute("ALTER TABLE episodes ADD COLUMN tokens TEXT")
+    if "snapshot_seq" not in columns:  # databases written when every change had a snapshot
+        conn.execute("ALTER TABLE episodes ADD COLUMN snapshot_seq INTEGER NOT NULL DEFAULT 0")
+
+
+class SqliteStore:
+    """Episodes, events, snapshots and the response cache in one SQLite file (a `Store`).
+
+    Args:
+        path: the database file (created when missing); ":memory:" for tests.
+        synchronous: SQLite `synchronous` pragma. FULL (default) survives power loss;
+            NORMAL survives process crashes only.
+    """
+
+    executor_type: type[BatchExecutor] = BatchExecutor
+    """How jobs reach the connection (tests swap in an unsafe variant for the durability control)."""
+
+    def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
+        self.path = str(path)
+        self._db = self.executor_type(self.path, synchronous=synchronous, setup=_setup)
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
+        def run(conn: sqlite3.Connection) -> EpisodeRecord:
+            values = [
+                compact_json(getattr(episode, k))
+                if k in _JSON_EPISODE and getattr(episode, k) is not None
+                else getattr(episode, k)
+                for k in _EPISODE_COLUMNS
+            ]
+            conn.execute(_INSERT_EPISODE, values)
+            return episode
+
+        return await self._db.run(run, point=True)
+
+    async def get_episode(self, episode_id: str) -> EpisodeRecord | None:
+        def run(conn: sqlite3.Connection) -> EpisodeRecord | None:
+            row = conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+            return _episode_from_row(row) if row else None
+
+        return await self._db.run(run, point=True)
+
+    async def list_episodes(
+        self,
+        *,
+        world: str | None = None,
+        status: str | None = None,
+        principal: str | None = None,
+        task: str | None = None,
+        since: float | None = None,
+        limit: int = 1000,
+    ) -> list[EpisodeRecord]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        for column, value in (("world", world), ("status", status), ("principal", principal), ("task", task)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        if since is not None:
+            clauses.append("created_at >= ?")
+            params.append(since)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        sql = f"SELECT * FROM episodes {where} ORDER BY created_at LIMIT ?"
+
+        def run(conn: sqlite3.Connection) -> list[EpisodeRecord]:
+            return [_episode_from_row(r) for r in conn.execute(sql, [*params, limit]).fetchall()]
+
+        return await self._db.run(run)
+
+    async def count_live(self) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            return int(conn.execute("SELECT COUNT(*) FROM episodes WHERE status = 'active'").fetchone()[0])
+
+        return await self._db.run(run)
+
+    async def set_status(
+        self,
+        episode_id: str,
+        status: str,
+        *,
+        reason: str | None = None,
+        verdict: dict[str, Any] | None = None,
+        transcript: list[dict[str, Any]] | None = None,
+        tokens: dict[str, Any] | None = None,
+    ) -> None:
+        now = time.time()
+
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE episodes SET status = ?, status_reason = COALESCE(?, status_reason), "
+                "verdict = COALESCE(?, verdict), transcript = COALESCE(?, transcript), "
+                "tokens = COALESCE(?, tokens), updated_at = ?, "
+                "ended_at = CASE WHEN ? = 'active' THEN NULL ELSE COALESCE(ended_at, ?) END WHERE id = ?",
+                (
+                    status,
+                    reason,
+                    compact_json(verdict) if verdict is not None else None,
+                    compact_json(transcript) if transcript is not None else None,
+                    compact_json(tokens) if tokens is not None else None,
+                    now,
+                    status,
+                    now,
+                    episode_id,
+                ),
+            )
+
+        await self._db.run(run)
+
+    async def abandon_idle(self, idle_seconds: float) -> list[str]:
+        """Mark active episodes idle for longer than `idle_seconds` as abandoned (their events are kept)."""
+        cutoff = time.time() - idle_seconds
+
+        def run(conn: sqlite3.Connection) -> list[str]:
+            ids = [
+                r[0]
+                for r in conn.execute("SELECT id FROM episodes WHERE status = 'active' AND updated_at < ?", (cutoff,))
+            ]
+            conn.execute(
+                "UPDATE episodes SET status = 'abandoned', status_reason = 'idle timeout', ended_at = ? "
+                "WHERE status = 'active' AND updated_at < ?",
+                (time.time(), cutoff),
+            )
+            return ids
+
+        return await self._db.run(run)
+
+    async def commit_event(self, episode_id: str, event: EventRecord, new_state: dict[str, Any] | None) -> EventRecord:
+        """Append `event` (and the new state, when it changed) in one transaction.
+
+        Retries are recognised by the caller (`EpisodeService` matches a request against
+        an episode's latest events under the episode's lock); an index on random request
+        keys would cost every commit more than the rest of its writes.
+
+        Returns:
+            The committed event, with its `seq`.
+        """
+
+        def run(conn: sqlite3.Connection) -> EventRecord:
+            usage = event.usage
+            params: list[Any] = [
+                1 if event.counts_as_call else 0,  # refused calls are not calls
+                usage.get("prompt_tokens", 0),
+                usage.get("completion_tokens", 0),
+                usage.get("cost_usd") or 0.0,
+                event.created_at,
+            ]
+            state_text = None if new_state is None else compact_json(new_state)
+            if state_text is not None:
+                params.append(state_text)
+            rows = conn.execute(
+                _ADVANCE_WITH_STATE if state_text is not None else _ADVANCE, [*params, episode_id]
+            ).fetchall()
+            if not rows:
+                raise LookupError(f"no episode {episode_id!r}")
+            seq, snapshot_seq = rows[0]
+            event.seq = seq
+            e = event
+            values = (  # episode_id, then _EVENT_COLUMNS in order
+                episode_id,
+                seq,
+                e.request_key,
+                e.tool,
+                compact_json(e.arguments),
+                compact_json(e.output),
+                e.text,
+                int(e.is_error),
+                e.error_code,
+                e.error_kind,
+                compact_json(e.state_patch),
+                compact_json(e.usage),
+                e.latency_ms,
+                e.model,
+                e.detail,
+                e.created_at,
+            )
+            conn.execute(_INSERT_EVENT, values)
+            if state_text is not None and seq - snapshot_seq >= SNAPSHOT_EVERY:
+                conn.execute(
+                    "INSERT INTO snapshots (episode_id, seq, state) VALUES (?, ?, ?)", (episode_id, seq, state_text)
+                )
+                conn.execute("UPDATE episodes SET snapshot_seq = ? WHERE id = ?", (seq, episode_id))
+            return event
+
+        return await self._db.run(run, point=True)
+
+    async def recent_events(self, episode_id: str, n: int) -> list[EventRecord]:
+        """The last `n` events, oldest first."""
+
+        def run(conn: sqlite3.Connection) -> list[EventRecord]:
+            rows = conn.execute(
+                f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = ? ORDER BY seq DESC LIMIT ?",
+                (episode_id, n),
+            ).fetchall()
+            return [_event_from_row(r) for r in reversed(rows)]
+
+        return await self._db.run(run, point=True) if n > 0 else []
+
+    async def events(self, episode_id: str) -> list[EventRecord]:
+        def run(conn: sqlite3.Connection) -> list[EventRecord]:
+            rows = conn.execute(
+                f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = ? ORDER BY seq", (episode_id,)
+            )
+            return [_event_from_row(r) for r in rows]
+
+        return await self._db.run(run)
+
+    async def state_at(self, episode_id: str, step: int) -> dict[str, Any]:
+        """The episode's state after event `step` (0: its initial state): the last snapshot at or
+        before `step` (or the initial state) with the patches of the events after it applied."""
+
+        def run(conn: sqlite3.Connection) -> dict[str, Any]:
+            row = conn.execute(
+                "SELECT seq, state FROM snapshots WHERE episode_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
+                (episode_id, step),
+            ).fetchone()
+            if row is None:
+                row = conn.execute("SELECT 0, initial_state FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+            state: dict[str, Any] = json.loads(row[1])
+            patches = conn.execute(
+                "SELECT state_patch FROM events WHERE episode_id = ? AND seq > ? AND seq <= ? AND state_patch != '[]' "
+                "ORDER BY seq",
+                (episode_id, row[0], step),
+            )
+            for (patch,) in patches:
+                state = apply_patch(state, json.loads(patch), None)
+            return state
+
+        return await self._db.run(run, point=True)
+
+    async def integrity_check(self) -> str:
+        def run(conn: sqlite3.Connection) -> str:
+            return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+        return await self._db.run(run)
+
+    async def get(self, key: str) -> dict[str, Any] | None:
+        return await self._db.run(lambda conn: read_cached(conn, key), point=True)
+
+    async def put(self, key: str, replay_key: str, data: dict[str, Any], model: str) -> None:
+        await self._db.run(lambda conn: write_cached(conn, key, replay_key, data, model), point=True)
