@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,22 +28,12 @@ from ._base import (
     ToolRequest,
     Usage,
     parse_json_object,
-    priced_usage,
     status_failure,
 )
 from ._http import LeanHTTP
+from ._pricing import Price, Pricing
 
 __all__ = ["OpenAIBackend"]
-
-# USD per million tokens (input, output); unknown models record no cost.
-PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4o": (2.5, 10.0),
-    "gpt-4o-mini": (0.15, 0.6),
-    "gpt-4.1": (2.0, 8.0),
-    "gpt-4.1-mini": (0.4, 1.6),
-    "gpt-4.1-nano": (0.1, 0.4),
-}
-
 
 POOL_LIMIT = 128
 """Most connections one backend opens; more requests than this wait in the pool (cheap) rather than in httpx's
@@ -64,7 +55,12 @@ class _Reply:
 
 
 class OpenAIBackend(Backend):
-    """`openai:MODEL` (official API) or `openai-compatible:MODEL` (with a base URL)."""
+    """`openai:MODEL` (official API) or `openai-compatible:MODEL` (with a base URL).
+
+    Args:
+        prices: USD per million (input, output) tokens by model name, for models `genai-prices` does not list
+            (a fine-tune, a private deployment); see `simia.sim.backends._pricing`.
+    """
 
     def __init__(
         self,
@@ -75,11 +71,17 @@ class OpenAIBackend(Backend):
         compatible: bool = False,
         max_concurrency: int = 16,
         retry: RetryPolicy | None = None,
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         super().__init__(max_concurrency=max_concurrency, retry=retry)
         self.model = model
         self.compatible = compatible
         self.spec = f"{'openai-compatible' if compatible else 'openai'}:{model}"
+        self.pricing = (
+            Pricing(model, api_url=base_url, prices=prices)
+            if compatible
+            else Pricing(model, provider_id="openai", prices=prices)
+        )
         self.json_mode_only = False
         # The pool never needs more connections than requests in flight (the concurrency cap); a bounded pool
         # also keeps httpx's per-event scan over its connections cheap.
@@ -246,7 +248,7 @@ class OpenAIBackend(Backend):
     def _usage(self, reply: _Reply) -> Usage:
         if reply.prompt_tokens is None or reply.completion_tokens is None:
             return Usage(calls=1)
-        return priced_usage(reply.prompt_tokens, reply.completion_tokens, PRICES.get(self.model))
+        return self.pricing.usage(reply.prompt_tokens, reply.completion_tokens)
 
     async def aclose(self) -> None:
         await self._client.close()
