@@ -2,13 +2,17 @@
 
 Structured output uses `response_format={"type": "json_schema", ...}`; a compatible
 server that rejects it is asked again with JSON mode (`json_object`) and the
-answer is validated by the simulator. The SDK's own retries are off.
+answer is validated by the simulator. Native tool calling sends `tools` with
+`tool_choice: auto`; a compatible server that refuses it (vLLM without
+`--enable-auto-tool-choice`) is asked for the structured action instead
+(`simia.sim.actions`), from then on. The SDK's own retries are off.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +22,7 @@ import httpx2 as httpx
 import openai
 from openai.types.chat import ChatCompletion
 
+from ..actions import FunctionTool, action_messages, action_schema, read_action
 from ..errors import BackendOutputError, BackendRejected
 from ._base import (
     Backend,
@@ -41,6 +46,13 @@ connection scan (quadratic)."""
 
 # OpenAI reasoning models accept only their default temperature.
 _FIXED_TEMPERATURE = ("gpt-5", "gpt-6", "o1", "o3", "o4")
+
+# How compatible servers say they will not do native tool calling: vLLM without --enable-auto-tool-choice and
+# --tool-call-parser, SGLang without --tool-call-parser, llama.cpp without --jinja, Ollama for a model whose
+# template has no tools. Any other 400 (context length, a bad schema) stays an error.
+_TOOLS_REFUSED = ("tool choice", "tool_choice", "tool-call-parser", "tool_call_parser", "--jinja", "support tools")
+
+log = logging.getLogger("simia.backends")
 
 
 @dataclass
@@ -83,6 +95,8 @@ class OpenAIBackend(Backend):
             else Pricing(model, provider_id="openai", prices=prices)
         )
         self.json_mode_only = False
+        self.native_tools_refused = False
+        """Whether this compatible server refused native tool calling; tool turns then use the structured action."""
         # The pool never needs more connections than requests in flight (the concurrency cap); a bounded pool
         # also keeps httpx's per-event scan over its connections cheap.
         pool = min(max_concurrency, POOL_LIMIT)
@@ -148,7 +162,44 @@ class OpenAIBackend(Backend):
     supports_tools = True
 
     async def generate_tools(self, request: ToolRequest, timeout: float) -> Completion:
-        """One native tool-calling turn (`tools`, `tool_choice: auto`)."""
+        """One tool-calling turn: native (`tools`, `tool_choice: auto`), or the structured action once a compatible
+        server has refused native tools; either way `data` is {"message", "tool_calls": [{"id", "name", "arguments"}]}.
+        """
+        if self.native_tools_refused:
+            return await self._generate_action(request, timeout)
+        try:
+            return await self._generate_native(request, timeout)
+        except BackendRejected as exc:
+            reason = str(exc).removeprefix(f"{self.spec}: ")
+            if not self.compatible or not any(sign in reason.lower() for sign in _TOOLS_REFUSED):
+                raise
+            if not self.native_tools_refused:  # concurrent turns may all be refused: say it once
+                self.native_tools_refused = True
+                log.warning(
+                    "%s refuses native tool calling (%s); tool-calling turns use the structured action "
+                    "(a JSON answer constrained by the tools' schemas) from now on",
+                    self.spec,
+                    reason,
+                )
+            return await self._generate_action(request, timeout)
+
+    async def _generate_action(self, request: ToolRequest, timeout: float) -> Completion:
+        """A tool-calling turn as the structured action: earlier calls and results become plain turns."""
+        tools = [FunctionTool.from_openai(t) for t in request.tools]
+        completion = await self.generate(
+            CompletionRequest(
+                messages=action_messages(request.messages, tools),
+                schema=action_schema(tools),
+                schema_name="agent_action",
+                max_tokens=request.max_tokens,
+                temperature=request.temperature,
+            ),
+            timeout,
+        )
+        data = read_action(completion.data)
+        return Completion(data, json.dumps(data), completion.model, completion.usage, completion.latency_ms)
+
+    async def _generate_native(self, request: ToolRequest, timeout: float) -> Completion:
         body: dict[str, Any] = {
             "model": self.model,
             "messages": request.messages,
