@@ -15,6 +15,7 @@ from typing import Any
 
 import mcp_types as types
 from mcp import Client
+from simia.sim.actions import action_schema
 from simia.sim.backends import Backend, CompletionRequest, ToolRequest, Usage
 from simia.sim.errors import BackendError
 from simia.sim.tool_views import openai_tool
@@ -24,30 +25,6 @@ from .prompt import agent_system_prompt
 from .user import UserSimulator
 
 __all__ = ["Agent", "EpisodeRun", "action_schema"]
-
-
-def action_schema(tools: list[types.Tool], max_calls: int = 4) -> dict[str, Any]:
-    """The agent's answer: a message to the user and/or tool calls valid against each tool's inputSchema."""
-    variants = [
-        {
-            "type": "object",
-            "properties": {"name": {"const": t.name}, "arguments": _plain(t.input_schema)},
-            "required": ["name", "arguments"],
-        }
-        for t in tools
-    ]
-    return {
-        "type": "object",
-        "properties": {
-            "message": {"type": "string"},
-            "tool_calls": {"type": "array", "items": {"anyOf": variants}, "maxItems": max_calls},
-        },
-        "required": ["message", "tool_calls"],
-    }
-
-
-def _plain(schema: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in schema.items() if k not in {"$schema", "$id"}}
 
 
 @dataclass

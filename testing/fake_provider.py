@@ -2,7 +2,9 @@
 
 Ships with simia (like httpx's `MockTransport`) for tests and benchmarks: start it
 on 127.0.0.1, point `openai-compatible:` / `anthropic:` backends at its URL, and
-script its replies (status, body, headers, delay) or answer with a function.
+script its replies (status, body, headers, delay) or answer with a function. With
+`refuse_tools=True` it answers any chat-completions request carrying `tools` or `tool_choice`
+with the HTTP 400 vLLM gives when started without `--enable-auto-tool-choice`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,16 @@ from starlette.routing import Route
 
 from .mock_world import mock_world_answer
 
-__all__ = ["FakeProvider", "FakeReply"]
+__all__ = ["VLLM_TOOLS_REFUSED", "FakeProvider", "FakeReply"]
+
+VLLM_TOOLS_REFUSED = {
+    "object": "error",
+    "message": '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+    "type": "BadRequestError",
+    "param": None,
+    "code": 400,
+}
+"""vLLM's answer to native tool calling when the server was started without a tool-call parser."""
 
 
 @dataclass
@@ -45,13 +56,20 @@ class FakeProvider:
         answer: the default answer (a JSON object) when no scripted reply is queued;
             a callable receives the request body.
         latency: seconds every reply waits (for load tests).
+        refuse_tools: answer OpenAI requests that carry `tools` or `tool_choice` with vLLM's HTTP 400
+            (`VLLM_TOOLS_REFUSED`), recording the request but using no scripted reply.
     """
 
     def __init__(
-        self, answer: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]] | None = None, latency: float = 0.0
+        self,
+        answer: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        latency: float = 0.0,
+        *,
+        refuse_tools: bool = False,
     ) -> None:
         self.default = answer if answer is not None else {"ok": True}
         self.latency = latency
+        self.refuse_tools = refuse_tools
         self.queue: list[FakeReply] = []
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -87,6 +105,12 @@ class FakeProvider:
         return reply, body
 
     async def _openai(self, request: Request) -> Response:
+        if self.refuse_tools:
+            body = await request.json()  # starlette keeps the parsed body for `_reply`
+            if "tools" in body or "tool_choice" in body:
+                self.requests.append(body)
+                self.headers.append(dict(request.headers))
+                return JSONResponse(VLLM_TOOLS_REFUSED, status_code=400)
         reply, body = await self._reply(request)
         if reply.body is not None:
             return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type="application/json")

@@ -2,13 +2,15 @@
 `openai-compatible:MODEL` (with a base URL), `scripted:FILE`, `replay:DB`.
 
 Each provider lives in its own module, the only one importing that provider's SDK;
-the registry below maps a SPEC prefix to a factory.
+the registry below maps a SPEC prefix to a factory. Calls are priced from the
+`genai-prices` database; `prices=` sets the price of a model it does not list (`_pricing`).
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from ..errors import BackendConfigError
 from ._base import (
@@ -21,6 +23,7 @@ from ._base import (
     Usage,
     parse_json_object,
 )
+from ._pricing import Price, parse_price
 from .scripted import FunctionBackend, ScriptedBackend, load_script
 
 __all__ = [
@@ -29,6 +32,7 @@ __all__ = [
     "Completion",
     "CompletionRequest",
     "FunctionBackend",
+    "Price",
     "RetryPolicy",
     "Retryable",
     "ScriptedBackend",
@@ -36,22 +40,22 @@ __all__ = [
     "Usage",
     "default_backend_spec",
     "parse_json_object",
+    "parse_price",
     "resolve_backend",
 ]
 
 Factory = Callable[[str, "BackendOptions"], Backend]
 
 
+@dataclass
 class BackendOptions:
     """What a factory may need besides the model name; built by `resolve_backend`."""
 
-    def __init__(
-        self, base_url: str | None, env: Mapping[str, str], retry: RetryPolicy | None, max_concurrency: int
-    ) -> None:
-        self.base_url = base_url
-        self.env = env
-        self.retry = retry
-        self.max_concurrency = max_concurrency
+    base_url: str | None
+    env: Mapping[str, str]
+    retry: RetryPolicy | None
+    max_concurrency: int
+    prices: Mapping[str, Price] = field(default_factory=dict)
 
     def key(self, variable: str, spec: str) -> str:
         value = self.env.get(variable)
@@ -78,6 +82,7 @@ def _openai(model: str, o: BackendOptions) -> Backend:
         base_url=o.base_url,
         max_concurrency=o.max_concurrency,
         retry=o.retry,
+        prices=o.prices,
     )
 
 
@@ -96,6 +101,7 @@ def _openai_compatible(model: str, o: BackendOptions) -> Backend:
         compatible=True,
         max_concurrency=o.max_concurrency,
         retry=o.retry,
+        prices=o.prices,
     )
 
 
@@ -109,6 +115,7 @@ def _anthropic(model: str, o: BackendOptions) -> Backend:
         base_url=o.base_url,
         max_concurrency=o.max_concurrency,
         retry=o.retry,
+        prices=o.prices,
     )
 
 
@@ -159,6 +166,7 @@ def resolve_backend(
     env: Mapping[str, str] | None = None,
     retry: RetryPolicy | None = None,
     max_concurrency: int = 16,
+    prices: Mapping[str, Price] | None = None,
 ) -> Backend:
     """Build the backend a SPEC string names.
 
@@ -166,6 +174,8 @@ def resolve_backend(
         spec: `provider:model` (or `local`); None picks `default_backend_spec(env)`.
         base_url: server URL for `openai-compatible` (or a proxy for `openai`/`anthropic`).
         env: where API keys are read (the CLI passes `os.environ`); tests pass `{}`.
+        prices: USD per million (input, output) tokens by model name, for a model `genai-prices` does not list
+            (a fine-tune, a private deployment); it overrides the database. `parse_price` reads `MODEL=IN,OUT`.
 
     Raises:
         BackendConfigError: unknown provider (with "did you mean"), missing key, model or extra.
@@ -180,4 +190,4 @@ def resolve_backend(
         raise BackendConfigError(
             f"unknown backend {provider!r}.{hint} Valid backends: {', '.join(BACKENDS)} (SPEC is provider:model)"
         )
-    return factory(rest, BackendOptions(base_url, env, retry, max_concurrency))
+    return factory(rest, BackendOptions(base_url, env, retry, max_concurrency, dict(prices or {})))

@@ -4,13 +4,20 @@ The openai SDK's HTTP stack costs about 1.2 ms of CPU per call (`bench/backend_h
 more than the rest of a simulated call; this client costs about 0.1 ms. It keeps a pool of
 keep-alive connections, reads Content-Length or chunked bodies, and maps failures onto
 simia's retry layer. https URLs keep using the SDK.
+
+A POST is sent at most once: a request is re-sent (once, on a fresh connection) only when it
+provably never left this process (the pooled connection was found closed before writing, or the
+very first send was refused). A connection that fails after the request was written raises
+`ConnectionError`; whether to try again is the retry layer's decision, since the server may
+already be running (and billing) the model call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field
+import select
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,14 +38,14 @@ class HTTPResponse:
 class _Conn:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
-    used: bool = field(default=False)
 
 
 class LeanHTTP:
     """POSTs JSON to one http:// origin over pooled keep-alive connections.
 
     Raises:
-        ConnectionError: the server could not be reached or closed the connection mid-answer.
+        ConnectionError: the server could not be reached, or the connection failed after the request was written
+            (the request is then not re-sent: the caller's retry policy decides).
         ValueError: the answer is not valid HTTP/1.1.
     """
 
@@ -61,40 +68,42 @@ class LeanHTTP:
     async def _connect(self) -> _Conn:
         while self._idle:
             conn = self._idle.pop()
-            if not conn.reader.at_eof() and not conn.writer.is_closing():
+            if not conn.reader.at_eof() and not conn.writer.is_closing() and not _readable(conn.writer):
                 return conn
-            conn.writer.close()
-        reader, writer = await asyncio.open_connection(self.host, self.port, limit=2**24)
+            conn.writer.close()  # the server closed it while idle (keep-alive timeout): nothing was sent on it
+        try:
+            reader, writer = await asyncio.open_connection(self.host, self.port, limit=2**24)
+        except OSError as exc:
+            raise ConnectionError(f"connection to {self.host}:{self.port} failed: {exc}") from None
         return _Conn(reader, writer)
 
     async def post(self, path: str, body: dict[str, Any]) -> HTTPResponse:
         payload = json.dumps(body, ensure_ascii=False).encode()
         head = "".join(f"{k}: {v}\r\n" for k, v in self.headers.items())
         request = (f"POST {self.prefix}{path} HTTP/1.1\r\n{head}content-length: {len(payload)}\r\n\r\n").encode()
-        for attempt in (0, 1):
-            try:
-                conn = await self._connect()
-            except OSError as exc:
-                raise ConnectionError(f"connection to {self.host}:{self.port} failed: {exc}") from None
-            reused = conn.used
-            try:
-                conn.writer.write(request + payload)
-                response, keep = await self._read(conn.reader)
-            except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
+        conn = await self._connect()
+        conn.writer.write(request + payload)
+        if conn.writer.is_closing():  # the first send() failed (reset, broken pipe): not a byte of it left here
+            conn.writer.close()
+            conn = await self._connect()
+            conn.writer.write(request + payload)
+            if conn.writer.is_closing():
                 conn.writer.close()
-                if reused and attempt == 0:
-                    continue  # a pooled connection the server had closed: try once on a fresh one
-                raise ConnectionError(f"connection to {self.host}:{self.port} failed: {exc}") from None
-            except BaseException:
-                conn.writer.close()  # cancelled or timed out mid-request: the connection is unusable
-                raise
-            conn.used = True
-            if keep and len(self._idle) < self.max_idle:
-                self._idle.append(conn)
-            else:
-                conn.writer.close()
-            return response
-        raise ConnectionError(f"connection to {self.host}:{self.port} failed")  # pragma: no cover
+                raise ConnectionError(f"connection to {self.host}:{self.port} failed: the server refused the request")
+        try:
+            response, keep = await self._read(conn.reader)
+        except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
+            conn.writer.close()  # the request was written: it may have reached the server, so it is not re-sent
+            reason = str(exc) or type(exc).__name__
+            raise ConnectionError(f"connection to {self.host}:{self.port} failed after sending: {reason}") from None
+        except BaseException:
+            conn.writer.close()  # cancelled or timed out mid-request: the connection is unusable
+            raise
+        if keep and len(self._idle) < self.max_idle:
+            self._idle.append(conn)
+        else:
+            conn.writer.close()
+        return response
 
     async def _read(self, reader: asyncio.StreamReader) -> tuple[HTTPResponse, bool]:
         head = await reader.readuntil(b"\r\n\r\n")
@@ -127,3 +136,14 @@ class LeanHTTP:
     async def aclose(self) -> None:
         while self._idle:
             self._idle.pop().writer.close()
+
+
+def _readable(writer: asyncio.StreamWriter) -> bool:
+    """Whether an idle keep-alive connection has something to read: only the server's FIN or RST, not yet seen by
+    the event loop. One poll(2) with a zero timeout, as httpcore checks a pooled connection before reusing it."""
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return False
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(0))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import anthropic
@@ -23,23 +24,21 @@ from ._base import (
     RetryPolicy,
     ToolRequest,
     Usage,
-    priced_usage,
     status_failure,
 )
+from ._pricing import Price, Pricing
 from .openai import POOL_LIMIT
 
 __all__ = ["AnthropicBackend"]
 
-# USD per million tokens (input, output), list prices; unknown models record no cost.
-PRICES: dict[str, tuple[float, float]] = {
-    "claude-sonnet-4-6": (3.0, 15.0),
-    "claude-haiku-4-5": (1.0, 5.0),
-    "claude-opus-4-5": (5.0, 25.0),
-}
-
 
 class AnthropicBackend(Backend):
-    """`anthropic:MODEL`."""
+    """`anthropic:MODEL`.
+
+    Args:
+        prices: USD per million (input, output) tokens by model name, for models `genai-prices` does not list;
+            see `simia.sim.backends._pricing`.
+    """
 
     def __init__(
         self,
@@ -49,10 +48,12 @@ class AnthropicBackend(Backend):
         base_url: str | None = None,
         max_concurrency: int = 16,
         retry: RetryPolicy | None = None,
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         super().__init__(max_concurrency=max_concurrency, retry=retry)
         self.model = model
         self.spec = f"anthropic:{model}"
+        self.pricing = Pricing(model, provider_id="anthropic", prices=prices)
         pool = min(max_concurrency, POOL_LIMIT)
         http = anthropic.DefaultAsyncHttpxClient(
             limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool)
@@ -142,7 +143,7 @@ class AnthropicBackend(Backend):
     def _usage(self, response: Any) -> Usage:
         if response.usage is None:
             return Usage(calls=1)
-        return priced_usage(response.usage.input_tokens, response.usage.output_tokens, PRICES.get(self.model))
+        return self.pricing.usage(response.usage.input_tokens, response.usage.output_tokens)
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -2,14 +2,19 @@
 
 Structured output uses `response_format={"type": "json_schema", ...}`; a compatible
 server that rejects it is asked again with JSON mode (`json_object`) and the
-answer is validated by the simulator. The SDK's own retries are off.
+answer is validated by the simulator. Native tool calling sends `tools` with
+`tool_choice: auto`; a compatible server that refuses it (vLLM without
+`--enable-auto-tool-choice`) is asked for the structured action instead
+(`simia.sim.actions`), from then on. The SDK's own retries are off.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +22,7 @@ import httpx2 as httpx
 import openai
 from openai.types.chat import ChatCompletion
 
+from ..actions import FunctionTool, action_messages, action_schema, read_action
 from ..errors import BackendOutputError, BackendRejected
 from ._base import (
     Backend,
@@ -27,22 +33,12 @@ from ._base import (
     ToolRequest,
     Usage,
     parse_json_object,
-    priced_usage,
     status_failure,
 )
 from ._http import LeanHTTP
+from ._pricing import Price, Pricing
 
 __all__ = ["OpenAIBackend"]
-
-# USD per million tokens (input, output); unknown models record no cost.
-PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4o": (2.5, 10.0),
-    "gpt-4o-mini": (0.15, 0.6),
-    "gpt-4.1": (2.0, 8.0),
-    "gpt-4.1-mini": (0.4, 1.6),
-    "gpt-4.1-nano": (0.1, 0.4),
-}
-
 
 POOL_LIMIT = 128
 """Most connections one backend opens; more requests than this wait in the pool (cheap) rather than in httpx's
@@ -50,6 +46,13 @@ connection scan (quadratic)."""
 
 # OpenAI reasoning models accept only their default temperature.
 _FIXED_TEMPERATURE = ("gpt-5", "gpt-6", "o1", "o3", "o4")
+
+# How compatible servers say they will not do native tool calling: vLLM without --enable-auto-tool-choice and
+# --tool-call-parser, SGLang without --tool-call-parser, llama.cpp without --jinja, Ollama for a model whose
+# template has no tools. Any other 400 (context length, a bad schema) stays an error.
+_TOOLS_REFUSED = ("tool choice", "tool_choice", "tool-call-parser", "tool_call_parser", "--jinja", "support tools")
+
+log = logging.getLogger("simia.backends")
 
 
 @dataclass
@@ -64,7 +67,12 @@ class _Reply:
 
 
 class OpenAIBackend(Backend):
-    """`openai:MODEL` (official API) or `openai-compatible:MODEL` (with a base URL)."""
+    """`openai:MODEL` (official API) or `openai-compatible:MODEL` (with a base URL).
+
+    Args:
+        prices: USD per million (input, output) tokens by model name, for models `genai-prices` does not list
+            (a fine-tune, a private deployment); see `simia.sim.backends._pricing`.
+    """
 
     def __init__(
         self,
@@ -75,12 +83,20 @@ class OpenAIBackend(Backend):
         compatible: bool = False,
         max_concurrency: int = 16,
         retry: RetryPolicy | None = None,
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         super().__init__(max_concurrency=max_concurrency, retry=retry)
         self.model = model
         self.compatible = compatible
         self.spec = f"{'openai-compatible' if compatible else 'openai'}:{model}"
+        self.pricing = (
+            Pricing(model, api_url=base_url, prices=prices)
+            if compatible
+            else Pricing(model, provider_id="openai", prices=prices)
+        )
         self.json_mode_only = False
+        self.native_tools_refused = False
+        """Whether this compatible server refused native tool calling; tool turns then use the structured action."""
         # The pool never needs more connections than requests in flight (the concurrency cap); a bounded pool
         # also keeps httpx's per-event scan over its connections cheap.
         pool = min(max_concurrency, POOL_LIMIT)
@@ -146,7 +162,44 @@ class OpenAIBackend(Backend):
     supports_tools = True
 
     async def generate_tools(self, request: ToolRequest, timeout: float) -> Completion:
-        """One native tool-calling turn (`tools`, `tool_choice: auto`)."""
+        """One tool-calling turn: native (`tools`, `tool_choice: auto`), or the structured action once a compatible
+        server has refused native tools; either way `data` is {"message", "tool_calls": [{"id", "name", "arguments"}]}.
+        """
+        if self.native_tools_refused:
+            return await self._generate_action(request, timeout)
+        try:
+            return await self._generate_native(request, timeout)
+        except BackendRejected as exc:
+            reason = str(exc).removeprefix(f"{self.spec}: ")
+            if not self.compatible or not any(sign in reason.lower() for sign in _TOOLS_REFUSED):
+                raise
+            if not self.native_tools_refused:  # concurrent turns may all be refused: say it once
+                self.native_tools_refused = True
+                log.warning(
+                    "%s refuses native tool calling (%s); tool-calling turns use the structured action "
+                    "(a JSON answer constrained by the tools' schemas) from now on",
+                    self.spec,
+                    reason,
+                )
+            return await self._generate_action(request, timeout)
+
+    async def _generate_action(self, request: ToolRequest, timeout: float) -> Completion:
+        """A tool-calling turn as the structured action: earlier calls and results become plain turns."""
+        tools = [FunctionTool.from_openai(t) for t in request.tools]
+        completion = await self.generate(
+            CompletionRequest(
+                messages=action_messages(request.messages, tools),
+                schema=action_schema(tools),
+                schema_name="agent_action",
+                max_tokens=request.max_tokens,
+                temperature=request.temperature,
+            ),
+            timeout,
+        )
+        data = read_action(completion.data)
+        return Completion(data, json.dumps(data), completion.model, completion.usage, completion.latency_ms)
+
+    async def _generate_native(self, request: ToolRequest, timeout: float) -> Completion:
         body: dict[str, Any] = {
             "model": self.model,
             "messages": request.messages,
@@ -246,7 +299,7 @@ class OpenAIBackend(Backend):
     def _usage(self, reply: _Reply) -> Usage:
         if reply.prompt_tokens is None or reply.completion_tokens is None:
             return Usage(calls=1)
-        return priced_usage(reply.prompt_tokens, reply.completion_tokens, PRICES.get(self.model))
+        return self.pricing.usage(reply.prompt_tokens, reply.completion_tokens)
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from typing import Any
 
 import pytest
-from simia.sim.backends import CompletionRequest, RetryPolicy, ScriptedBackend, resolve_backend
+from simia.sim.backends import CompletionRequest, RetryPolicy, ScriptedBackend, ToolRequest, resolve_backend
 from simia.sim.errors import (
     BackendConfigError,
     BackendOutputError,
@@ -189,8 +191,6 @@ async def test_model_text_that_is_not_json_is_an_output_error() -> None:
 
 
 async def test_the_concurrency_cap_bounds_requests_in_flight() -> None:
-    import asyncio
-
     in_flight = peak = 0
 
     async def tracked(seconds: float) -> None:
@@ -237,3 +237,60 @@ def test_the_default_backend_is_local_without_keys() -> None:
     assert default_backend_spec({"OPENAI_API_KEY": "k"}).startswith("openai:")
     with pytest.raises(BackendConfigError, match="needs --base-url"):
         resolve_backend("openai-compatible:m")
+
+
+TOOL_TURN = ToolRequest(
+    messages=[{"role": "system", "content": "You keep a pantry."}, {"role": "user", "content": "Set milk to 4."}],
+    tools=[
+        {
+            "type": "function",
+            "function": {
+                "name": "set_quantity",
+                "description": "Set an item's quantity.",
+                "parameters": {"type": "object", "properties": {"qty": {"type": "integer"}}, "required": ["qty"]},
+            },
+        }
+    ],
+)
+CALL = {"message": "", "tool_calls": [{"name": "set_quantity", "arguments": {"qty": 4}}]}
+
+
+async def test_concurrent_tool_turns_a_compatible_server_refuses_fall_back_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with FakeProvider(CALL, refuse_tools=True).running() as fake:
+        backend = backend_for("openai-compatible", fake, RetryPolicy(sleep=Sleeps()))
+        with caplog.at_level(logging.WARNING, logger="simia.backends"):
+            answers = await asyncio.gather(*(backend.complete_tools(TOOL_TURN) for _ in range(3)))
+            later = await backend.complete_tools(TOOL_TURN)
+        await backend.aclose()
+    expected = {"message": "", "tool_calls": [{"id": None, "name": "set_quantity", "arguments": {"qty": 4}}]}
+    assert [a.data for a in [*answers, later]] == [expected] * 4
+    assert "tools" not in fake.requests[-1] and fake.requests[-1]["response_format"]["type"] == "json_schema"
+    assert sum("tools" in body for body in fake.requests) <= 3  # the fourth turn did not try native tools
+    assert [r.getMessage().split(" (")[0] for r in caplog.records if r.name == "simia.backends"] == [
+        "openai-compatible:qwen3 refuses native tool calling"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kind", "refusal"),
+    [
+        ("openai-compatible", {"message": "This model's maximum context length is 4096 tokens."}),
+        ("openai", {"message": "tool_choice is not supported"}),
+    ],
+)
+async def test_a_400_that_is_not_a_compatible_server_refusing_tools_stays_an_error(
+    kind: str, refusal: dict[str, Any]
+) -> None:
+    """Only a compatible server saying it will not do tools switches to the structured action; a context-length
+    error, or the official API rejecting a request, is an error as before."""
+    async with FakeProvider(CALL).running() as fake:
+        fake.script(FakeReply(body=json.dumps({"object": "error", **refusal, "code": 400}), status=400))
+        backend = backend_for(kind, fake, RetryPolicy(sleep=Sleeps()))
+        with pytest.raises(BackendRejected, match="HTTP 400"):
+            await backend.complete_tools(TOOL_TURN)
+        again = await backend.complete_tools(TOOL_TURN)
+        await backend.aclose()
+    assert [body["tool_choice"] for body in fake.requests] == ["auto", "auto"]
+    assert again.data["tool_calls"][0]["name"] == "set_quantity" and again.data["tool_calls"][0]["id"]

@@ -1,0 +1,88 @@
+"""What a model call costs in USD: a price set for the model, else the maintained `genai-prices` database, else null.
+
+A backend prices each call's tokens with one `Pricing`. A price set in `prices` (USD per
+million input and output tokens, keyed by model name, as the backend was given it) wins;
+otherwise `genai-prices` prices the model at the provider the backend talks to: OpenAI for
+`openai:`, Anthropic for `anthropic:`, and for `openai-compatible:` the provider whose API
+the base URL names (OpenRouter, Together, ...). A model neither knows costs null, never a
+guessed number: a self-hosted vLLM serving a model some provider sells has no list price.
+
+Set a private model's price with `resolve_backend(..., prices={"my-model": (0.2, 0.6)})`
+(or the backend's `prices=` argument); a CLI flag reads each `MODEL=INPUT,OUTPUT` with
+`parse_price`, e.g. `--price my-model=0.2,0.6`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import genai_prices
+
+from ..errors import BackendConfigError
+from ._base import Usage, priced_usage
+
+__all__ = ["Price", "Pricing", "parse_price"]
+
+Price = tuple[float, float]
+"""USD per million tokens: (input, output)."""
+
+
+def parse_price(text: str) -> tuple[str, Price]:
+    """Read `MODEL=INPUT,OUTPUT` (USD per million input and output tokens), e.g. `my-model=0.2,0.6`.
+
+    Raises:
+        BackendConfigError: the text is not in that form, or a price is negative.
+    """
+    model, _, prices = text.rpartition("=")
+    parts = prices.split(",")
+    try:
+        price = (float(parts[0]), float(parts[1])) if len(parts) == 2 else None
+    except ValueError:
+        price = None
+    if not model.strip() or price is None or min(price) < 0:
+        raise BackendConfigError(
+            f"a model price is MODEL=INPUT,OUTPUT in USD per million tokens, e.g. my-model=0.2,0.6; got {text!r}"
+        )
+    return model.strip(), price
+
+
+class Pricing:
+    """Prices one backend model's calls.
+
+    Args:
+        model: the model name the backend sends.
+        provider_id: the `genai-prices` provider (`"openai"`, `"anthropic"`), when the backend talks to one.
+        api_url: the base URL of an OpenAI-compatible server; `genai-prices` knows some providers by their URL.
+        prices: prices set by the user, by model name; the one for `model`, if any, is used instead of the database.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        provider_id: str | None = None,
+        api_url: str | None = None,
+        prices: Mapping[str, Price] | None = None,
+    ) -> None:
+        self.model = model
+        self.provider_id = provider_id
+        self.api_url = api_url
+        self.price = (prices or {}).get(model)
+        self._listed = provider_id is not None or api_url is not None  # until a lookup says otherwise
+
+    def usage(self, prompt_tokens: int, completion_tokens: int) -> Usage:
+        """The usage of one call of `prompt_tokens` in and `completion_tokens` out, with its cost when known."""
+        if self.price is not None:
+            return priced_usage(prompt_tokens, completion_tokens, self.price)
+        if not self._listed:
+            return Usage(prompt_tokens, completion_tokens, None, 1)
+        tokens = genai_prices.Usage(input_tokens=prompt_tokens, output_tokens=completion_tokens)
+        try:
+            if self.provider_id is not None:
+                calc = genai_prices.calc_price(tokens, self.model, provider_id=self.provider_id)
+            else:
+                calc = genai_prices.calc_price(tokens, self.model, provider_api_url=self.api_url)
+        except (LookupError, ValueError):  # not in the database (a miss is remembered: each lookup scans it)
+            self._listed = False
+            return Usage(prompt_tokens, completion_tokens, None, 1)
+        return Usage(prompt_tokens, completion_tokens, float(calc.total_price), 1)
