@@ -2,7 +2,7 @@
 PY ?= .venv/bin/python
 VENV ?= .venv
 
-.PHONY: help install test lint typecheck check ci bench
+.PHONY: help install test lint typecheck check ci bench bench-quick
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -34,3 +34,7 @@ ci: test ## the CI entry point
 
 bench: ## run the benchmarks (print ratios)
 	for f in bench/[!_]*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+bench-quick: ## run every benchmark at a tiny size: does each still run and print its ratio? (under a minute)
+	@failed=""; for f in bench/[!_]*.py; do echo "== $$f --quick"; $(PY) $$f --quick || failed="$$failed $$f"; done; \
+	if [ -n "$$failed" ]; then echo "bench-quick failed:$$failed"; exit 1; fi

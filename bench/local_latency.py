@@ -5,14 +5,17 @@ fixed set of mock calls, next to the raw speed of the same model on the same
 machine (prompt processing and decode tokens per second of a plain completion),
 and the ratio of the measured p50 to what raw speed predicts for the same tokens.
 
-    python bench/local_latency.py [N_CALLS]
+    python bench/local_latency.py [N_CALLS] [--quick]
+
+`--quick` simulates 2 calls and decodes 32 raw tokens: it checks the bench runs, not its figures.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import math
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -23,26 +26,28 @@ from simia.sim.simulator import Simulator, Step, ToolCall
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def raw_speed(backend: LocalBackend) -> tuple[float, float]:
+def raw_speed(backend: LocalBackend, decode_tokens: int = 128) -> tuple[float, float]:
     """(prompt tokens/s, decode tokens/s) of a plain, unconstrained completion."""
     llama = backend.llama
     prompt = "Write a short story about a pantry that keeps track of apples, rice and milk. " * 8
     llama.create_completion(prompt[:50], max_tokens=4)  # warm up
+    llama.reset()  # llama.cpp would reuse the prompt already in its cache and time no prefill
     start = time.perf_counter()
     llama.create_completion(prompt, max_tokens=1, temperature=0)
     prefill = time.perf_counter() - start
     n_prompt = len(llama.tokenize(prompt.encode()))
+    llama.reset()
     start = time.perf_counter()
-    out = llama.create_completion(prompt, max_tokens=128, temperature=0.8, seed=1)
+    out = llama.create_completion(prompt, max_tokens=decode_tokens, temperature=0.8, seed=1)
     total = time.perf_counter() - start
     n_out = out["usage"]["completion_tokens"]
     return n_prompt / prefill, n_out / max(total - prefill, 1e-6)
 
 
-async def main(n: int) -> None:
+async def main(n: int, decode_tokens: int) -> None:
     world = load_world(ROOT / "tool_specs" / "mock")
     backend = LocalBackend()
-    prefill_tps, decode_tps = raw_speed(backend)
+    prefill_tps, decode_tps = raw_speed(backend, decode_tokens)
     sim = Simulator(backend, max_tokens=512)
     calls = [
         ToolCall("list_items", {}),
@@ -55,7 +60,7 @@ async def main(n: int) -> None:
         steps.append(await sim.step(world, world.initial_state, [], calls[i % len(calls)], seed=i))
     latencies = sorted(s.latency_ms / 1000 for s in steps)
     p50 = statistics.median(latencies)
-    p90 = latencies[int(0.9 * (len(latencies) - 1))]
+    p90 = latencies[math.ceil(0.9 * len(latencies)) - 1]  # nearest rank: never below the median
     prompt_tokens = statistics.median(s.usage.prompt_tokens / max(s.usage.calls, 1) for s in steps)
     completion_tokens = statistics.median(s.usage.completion_tokens / max(s.usage.calls, 1) for s in steps)
     attempts = statistics.mean(s.attempts for s in steps)
@@ -73,4 +78,8 @@ async def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 12))
+    parser = argparse.ArgumentParser(description="embedded model: simulated call latency vs raw decoding")
+    parser.add_argument("calls", nargs="?", type=int, default=12, help="simulated calls (default 12)")
+    parser.add_argument("--quick", action="store_true", help="2 calls, 32 raw tokens: check that the bench runs")
+    args = parser.parse_args()
+    asyncio.run(main(2, 32) if args.quick else main(args.calls, 128))

@@ -1,6 +1,6 @@
 """Server overhead and load: simia vs a bare MCP SDK server, same machine, same run, printed as ratios.
 
-    python bench/server_load.py [overhead|scale|realistic|all] [--episodes N] [--calls N] [--synchronous FULL]
+    python bench/server_load.py [overhead|scale|realistic|all] [--episodes N] [--calls N] [--synchronous FULL] [--quick]
 
 overhead   per-call cost with a zero-latency scripted backend vs a bare SDK server echoing its
            arguments (target: simia / bare <= 1.25)
@@ -13,6 +13,9 @@ realistic  50 concurrent episodes against a 1 s backend (targets: throughput >= 
 Load comes from a lean asyncio HTTP driver (bench/_driver.py), MCP 2026-07-28 requests. simia runs
 with `--synchronous NORMAL` (commits survive a crash of the server process; FULL also survives power
 loss, and fsyncs every group commit): pass `--synchronous FULL` to measure the default.
+
+`--quick` runs every scenario at a tiny size (a few agents, calls and rounds, short backend
+latencies): it checks the bench runs and prints its ratios, which mean little at that size.
 """
 
 from __future__ import annotations
@@ -104,7 +107,7 @@ async def run_simia(db_dir: Path, backend: list[str], episodes: int, calls: int)
     return load, before, after
 
 
-async def overhead(tmp: Path, agents: int, calls: int, rounds: int = 9) -> None:
+async def overhead(tmp: Path, agents: int, calls: int, rounds: int = 9, warmup: int = 10) -> None:
     print(f"overhead: {agents} concurrent agents x {calls} calls, zero-latency backends, {rounds} alternating rounds")
     cpus = sorted(os.sched_getaffinity(0))
     server_cpus = {cpus[-1]} if len(cpus) >= 2 else None  # the servers on one CPU, the driver on the others
@@ -115,9 +118,9 @@ async def overhead(tmp: Path, agents: int, calls: int, rounds: int = 9) -> None:
     port = free_port()
     ours = await simia(port, tmp / f"bench-{port}.db", ["--backend", f"scripted:{SCRIPT}"], cpus=server_cpus).ready()
     try:
-        await drive(base.port, ["/mcp"] * agents, 10, "set_quantity", ARGS)  # warm up
+        await drive(base.port, ["/mcp"] * agents, warmup, "set_quantity", ARGS)  # warm up
         ids = await create_episodes(ours.port, agents)
-        await drive(ours.port, [f"/episodes/{i}/mcp" for i in ids], 10, "set_quantity", ARGS)
+        await drive(ours.port, [f"/episodes/{i}/mcp" for i in ids], warmup, "set_quantity", ARGS)
         wall: list[float] = []
         cpu: list[float] = []
         loads: list[Load] = []
@@ -182,20 +185,24 @@ async def realistic(tmp: Path, episodes: int, calls: int, latency: float) -> Non
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", nargs="?", default="all", choices=["overhead", "scale", "realistic", "all"])
-    parser.add_argument("--episodes", type=int, default=1000)
-    parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument("--episodes", type=int, help="concurrent episodes for scale (default 1000; quick 20)")
+    parser.add_argument("--calls", type=int, help="calls per episode for scale and realistic (default 5; quick 2)")
     parser.add_argument("--synchronous", choices=["NORMAL", "FULL"], default="NORMAL", help="simia's SQLite sync mode")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: check that the bench runs, not its targets")
     args = parser.parse_args()
     global SYNCHRONOUS
     SYNCHRONOUS = args.synchronous
-    print(f"simia runs with --synchronous {SYNCHRONOUS}")
+    quick = args.quick
+    episodes = args.episodes or (20 if quick else 1000)
+    calls = args.calls or (2 if quick else 5)
+    print(f"simia runs with --synchronous {SYNCHRONOUS}{' (quick: tiny sizes, figures not meaningful)' * quick}")
     with tempfile.TemporaryDirectory() as tmp:
         if args.scenario in ("overhead", "all"):
-            await overhead(Path(tmp), 16, 200)
+            await (overhead(Path(tmp), 4, 20, rounds=2, warmup=2) if quick else overhead(Path(tmp), 16, 200))
         if args.scenario in ("scale", "all"):
-            await scale(Path(tmp), args.episodes, args.calls, 0.2)
+            await scale(Path(tmp), episodes, calls, 0.05 if quick else 0.2)
         if args.scenario in ("realistic", "all"):
-            await realistic(Path(tmp), 50, args.calls, 1.0)
+            await realistic(Path(tmp), 10 if quick else 50, calls, 0.2 if quick else 1.0)
 
 
 if __name__ == "__main__":

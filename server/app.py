@@ -100,10 +100,10 @@ class Guard:
             )(scope, receive, send)
             return
         principal = ""
-        if self.settings.tokens and scope["path"] != "/healthz":
+        if self.settings.requires_token and scope["path"] != "/healthz":
             auth = headers.get("authorization", "")
             token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-            found = self.settings.principals.get(token) if token else None
+            found = self.settings.principal_for(token.encode("latin-1")) if token else None  # the header's bytes
             if found is None:
                 message = "missing bearer token" if not token else "unknown bearer token"
                 response = _error(

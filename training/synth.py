@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import json_repair
 from simia.clients.api import SimiaClient
 from simia.clients.prompt import agent_system_prompt
 from simia.clients.rollout import RolloutConfig, rollout
@@ -148,25 +149,25 @@ def load_seeds(world: World, path: str | Path | None = None) -> list[dict[str, A
 
 
 def repair_json(text: str) -> tuple[Any, bool]:
-    """Parse model-written JSON, repairing common faults (code fences, trailing commas, single quotes).
+    """Parse model-written JSON, repairing what models get wrong (fences, trailing commas, quotes, Python literals).
+
+    The repair is json-repair's parser, which knows strings from syntax: the text inside a
+    string is never rewritten (`"None left"` stays as written).
 
     Returns:
-        (value, whether a repair was needed); raises ValueError when it cannot be repaired.
+        (value, whether a repair was needed).
+
+    Raises:
+        ValueError: nothing in the text could be read as JSON.
     """
     try:
         return json.loads(text), False
     except json.JSONDecodeError:
         pass
-    fixed = text.strip()
-    fixed = re.sub(r"^```(?:json)?\s*|\s*```$", "", fixed)
-    fixed = re.sub(r",\s*([}\]])", r"\1", fixed)
-    if "'" in fixed and '"' not in fixed:
-        fixed = fixed.replace("'", '"')
-    fixed = re.sub(r"\bTrue\b", "true", re.sub(r"\bFalse\b", "false", re.sub(r"\bNone\b", "null", fixed)))
-    try:
-        return json.loads(fixed), True
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"arguments are not JSON even after repair: {exc.msg}") from None
+    value = json_repair.repair_json(text, return_objects=True, skip_json_loads=True)
+    if value == "":  # json-repair's answer when it finds no JSON value in the text
+        raise ValueError(f"arguments are not JSON even after repair: {text[:80]!r}")
+    return value, True
 
 
 def _shingles(text: str, k: int = 5) -> set[str]:

@@ -143,7 +143,7 @@ async def test_max_live_episodes_is_enforced(make_server: Any) -> None:
 
 
 async def test_tokens_are_required_and_episodes_are_private_to_their_principal(make_server: Any) -> None:
-    settings = ServerSettings(tokens=("alice=secret-a", "secret-b"))
+    settings = ServerSettings(named_tokens=(("alice", "secret-a"),), tokens=("secret-b",))
     async with make_server(settings) as server, httpx.AsyncClient(base_url=server.url) as http:
         alice, bob = {"authorization": "Bearer secret-a"}, {"authorization": "Bearer secret-b"}
         assert (await http.get("/healthz")).status_code == 200  # liveness needs no token
