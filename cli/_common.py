@@ -15,7 +15,7 @@ from pathlib import Path
 
 from simia.server import ServerSettings, build_server, serving
 from simia.server.inprocess import free_port
-from simia.sim.backends import Backend, resolve_backend
+from simia.sim.backends import Backend, Price, parse_price, resolve_backend
 from simia.sim.errors import BackendConfigError
 from simia.sim.judge import Judge
 from simia.sim.loader import default_worlds_dir, load_worlds
@@ -24,7 +24,7 @@ from simia.sim.world import World
 
 __all__ = [
     "CliError",
-    "add_base_url",
+    "add_model_flags",
     "add_worlds_dir",
     "backend",
     "existing_file",
@@ -51,8 +51,23 @@ def add_worlds_dir(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_base_url(p: argparse.ArgumentParser) -> None:
+def add_model_flags(p: argparse.ArgumentParser) -> None:
+    """The flags every command with a model backend shares: `--base-url` and `--price`."""
     p.add_argument("--base-url", metavar="URL", help="server URL for openai-compatible (vLLM, SGLang, Ollama, ...)")
+    p.add_argument(
+        "--price",
+        action="append",
+        type=_price,
+        metavar="MODEL=IN,OUT",
+        help="USD per million input and output tokens of a model the price database lacks (repeatable)",
+    )
+
+
+def _price(text: str) -> tuple[str, Price]:
+    try:
+        return parse_price(text)
+    except BackendConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def positive(text: str) -> int:
@@ -92,7 +107,11 @@ def backend(spec: str | None, args: argparse.Namespace, *, max_concurrency: int 
     """The backend SPEC names (keys from the environment, `--base-url` from args)."""
     try:
         return resolve_backend(
-            spec, base_url=getattr(args, "base_url", None), env=os.environ, max_concurrency=max_concurrency
+            spec,
+            base_url=getattr(args, "base_url", None),
+            env=os.environ,
+            max_concurrency=max_concurrency,
+            prices=dict(getattr(args, "price", None) or ()),
         )
     except BackendConfigError as exc:
         raise CliError(str(exc)) from None

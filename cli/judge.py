@@ -12,7 +12,7 @@ from simia.sim.adversarial import run_adversarial
 from simia.sim.judge import Judge, rejudge
 from simia.sim.verdict import Verdict
 
-from ._common import CliError, add_base_url, add_worlds_dir, backend, load_world_set, open_db
+from ._common import CliError, add_model_flags, add_worlds_dir, backend, load_world_set, open_db
 
 __all__ = ["register"]
 
@@ -60,7 +60,7 @@ def register(sub: Any) -> None:
         metavar="SPEC",
         help="judge model (default: local, or openai/anthropic when their key is set); 'none': rules only",
     )
-    add_base_url(p)
+    add_model_flags(p)
     p.add_argument("--db", default="simia.db", metavar="PATH", help="database of the episodes (default: simia.db)")
     add_worlds_dir(p)
     p.set_defaults(func=_judge)

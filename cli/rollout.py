@@ -14,7 +14,7 @@ from simia.sim.backends import Backend
 
 from ._common import (
     CliError,
-    add_base_url,
+    add_model_flags,
     add_worlds_dir,
     backend,
     in_process_server,
@@ -92,7 +92,7 @@ def register(sub: Any) -> None:
     p.add_argument("--agent", metavar="SPEC", help="agent model (backend SPEC; default: local or a keyed provider)")
     p.add_argument("--user", metavar="SPEC", help="user-simulator model (backend SPEC)")
     p.add_argument("--sim-backend", metavar="SPEC", help="simulator model when serving in process")
-    add_base_url(p)
+    add_model_flags(p)
     p.add_argument("--n", type=positive, default=1, help="episodes per task (default 1)")
     p.add_argument("--concurrency", type=positive, default=4, help="episodes in flight (default 4)")
     p.add_argument("--max-turns", type=positive, default=10, help="agent model calls per episode (default 10)")

@@ -13,12 +13,13 @@ from typing import Any
 
 import uvicorn
 from simia.server import ServerSettings, SimiaApp, build_server
+from simia.server.settings import parse_named_token
 from simia.server.stdio import serve_stdio
 from simia.sim.backends import Backend
 from simia.sim.judge import Judge
 from simia.sim.store import Store
 
-from ._common import CliError, add_base_url, add_worlds_dir, backend, load_world_set, one_world, open_db, positive
+from ._common import CliError, add_model_flags, add_worlds_dir, backend, load_world_set, one_world, open_db, positive
 
 __all__ = ["compose", "register"]
 
@@ -49,20 +50,24 @@ def compose(args: argparse.Namespace, open_store: Callable[[argparse.Namespace],
             raise CliError(f"unknown task {args.task!r} in world {world.name!r}; tasks: {ids}")
     sim = backend(args.backend, args, max_concurrency=args.backend_concurrency)
     judge = Judge(backend(args.judge_backend, args) if args.judge_backend else sim)
-    settings = ServerSettings(
-        host=args.host,
-        port=args.port,
-        tokens=tuple(args.token or ()),
-        allowed_hosts=tuple(args.allowed_host or ()),
-        allowed_origins=tuple(args.allowed_origin or ()),
-        max_argument_bytes=args.max_argument_bytes,
-        max_calls_per_episode=args.max_calls,
-        max_sim_tokens_per_episode=args.max_sim_tokens,
-        idle_timeout=args.idle_timeout,
-        max_live_episodes=args.max_live_episodes,
-        public_url=args.public_url,
-        tune_gc=True,
-    )
+    try:
+        settings = ServerSettings(
+            host=args.host,
+            port=args.port,
+            tokens=tuple(args.token or ()),
+            named_tokens=tuple(args.token_for or ()),
+            allowed_hosts=tuple(args.allowed_host or ()),
+            allowed_origins=tuple(args.allowed_origin or ()),
+            max_argument_bytes=args.max_argument_bytes,
+            max_calls_per_episode=args.max_calls,
+            max_sim_tokens_per_episode=args.max_sim_tokens,
+            idle_timeout=args.idle_timeout,
+            max_live_episodes=args.max_live_episodes,
+            public_url=args.public_url,
+            tune_gc=True,
+        )
+    except ValueError as exc:  # a token no request could match, or one secret for two principals
+        raise CliError(str(exc)) from None
     return build_server(worlds, sim, open_store(args), settings, judge=judge), sim
 
 
@@ -80,10 +85,8 @@ def _serve(args: argparse.Namespace) -> int:
     for name, world in worlds.items():
         print(f"  {name:<16} {len(world.tools):>3} tools  {len(world.tasks):>3} tasks  {base}/worlds/{name}/mcp")
     print(f'  episodes: POST {base}/v1/episodes {{"world": ...}} -> mcp_url {base}/episodes/{{id}}/mcp')
-    print(
-        f"  auth: {'bearer token required' if app.settings.tokens else 'none (local only)'}; metrics: {base}/metrics",
-        flush=True,
-    )
+    auth = "bearer token required" if app.settings.requires_token else "none (local only)"
+    print(f"  auth: {auth}; metrics: {base}/metrics", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5)
     return 0
 
@@ -99,6 +102,14 @@ def _stdio(app: SimiaApp, world: str, args: argparse.Namespace) -> int:
     return 0
 
 
+def _named_token(text: str) -> tuple[str, str]:
+    """argparse type: `NAME=SECRET`, split at the first `=`."""
+    try:
+        return parse_named_token(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("serve", help="serve worlds as MCP endpoints with an HTTP API")
     add_worlds_dir(p)
@@ -109,7 +120,7 @@ def register(sub: Any) -> None:
         help="simulator model: local, openai:MODEL, anthropic:MODEL, openai-compatible:MODEL, "
         "scripted:FILE, replay:DB (default: local, or openai/anthropic when their key is set)",
     )
-    add_base_url(p)
+    add_model_flags(p)
     p.add_argument(
         "--backend-concurrency",
         type=positive,
@@ -129,8 +140,16 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--token",
         action="append",
-        metavar="TOKEN",
-        help="require this bearer token (repeatable; NAME=SECRET names the principal)",
+        metavar="SECRET",
+        help="require this bearer token, taken verbatim, '=' included (repeatable)",
+    )
+    p.add_argument(
+        "--token-for",
+        action="append",
+        type=_named_token,
+        metavar="NAME=SECRET",
+        help="require a bearer token that names its principal: NAME (letters, digits, _ . -) ends at the "
+        "first '=', the secret is the rest, '=' included (repeatable; a NAME may have several)",
     )
     p.add_argument(
         "--transport",

@@ -10,7 +10,16 @@ from typing import Any
 from simia.clients.api import ServerUnreachable, SimiaApiError
 from simia.training.synth import SynthConfig, load_seeds, synthesize, synthesize_via_server
 
-from ._common import CliError, add_base_url, add_worlds_dir, backend, load_world_set, one_world, positive, writable_dir
+from ._common import (
+    CliError,
+    add_model_flags,
+    add_worlds_dir,
+    backend,
+    load_world_set,
+    one_world,
+    positive,
+    writable_dir,
+)
 
 __all__ = ["register"]
 
@@ -58,7 +67,7 @@ def register(sub: Any) -> None:
     p.add_argument("--seeds", metavar="FILE", help='JSONL of {"messages": [...]} (default: the world\'s examples/)')
     p.add_argument("--n", type=positive, default=4, help="new trajectories per seed (or rollouts per task) (4)")
     p.add_argument("--backend", metavar="SPEC", help="the generating model (backend SPEC)")
-    add_base_url(p)
+    add_model_flags(p)
     p.add_argument("--out", default="synth", type=Path, metavar="DIR", help="output folder (default: synth)")
     p.add_argument("--concurrency", type=positive, default=4)
     p.add_argument("--temperature", type=float, default=1.0)

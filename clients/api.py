@@ -141,7 +141,7 @@ class SimiaClient:
     async def get(self, episode_id: str) -> EpisodeDetail:
         return await self._send("GET", f"/v1/episodes/{episode_id}", EpisodeDetail)
 
-    async def list(
+    async def list_episodes(
         self, *, world: str | None = None, status: str | None = None, task: str | None = None
     ) -> list[Episode]:
         query = _query(world, status, task)
@@ -209,7 +209,9 @@ class SyncSimiaClient:
     def get(self, episode_id: str) -> EpisodeDetail:
         return self._send("GET", f"/v1/episodes/{episode_id}", EpisodeDetail)
 
-    def list(self, *, world: str | None = None, status: str | None = None, task: str | None = None) -> list[Episode]:
+    def list_episodes(
+        self, *, world: str | None = None, status: str | None = None, task: str | None = None
+    ) -> list[Episode]:
         return self._send("GET", "/v1/episodes", EpisodeList, params=_query(world, status, task)).episodes
 
     def fork(self, episode_id: str, *, step: int | None = None) -> Episode:

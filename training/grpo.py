@@ -193,7 +193,7 @@ def openai_transcript(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     pending: list[str] = []
     for message in messages:
-        entry = {k: message[k] for k in ("role", "content") if k in message}
+        entry: dict[str, Any] = {k: message[k] for k in ("role", "content") if k in message}
         if message.get("tool_calls"):
             calls = []
             for call in message["tool_calls"]:
