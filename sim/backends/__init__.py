@@ -24,6 +24,8 @@ from ._base import (
     parse_json_object,
 )
 from ._pricing import Price, parse_price
+from .local import LocalBackend
+from .replay import ReplayBackend
 from .scripted import FunctionBackend, ScriptedBackend, load_script
 
 __all__ = [
@@ -73,7 +75,7 @@ def _need_model(name: str, model: str) -> None:
 
 
 def _openai(model: str, o: BackendOptions) -> Backend:
-    from .openai import OpenAIBackend
+    from .openai import OpenAIBackend  # the provider SDKs load only for their backend (~0.5 s each per command)
 
     _need_model("openai", model)
     return OpenAIBackend(
@@ -87,7 +89,7 @@ def _openai(model: str, o: BackendOptions) -> Backend:
 
 
 def _openai_compatible(model: str, o: BackendOptions) -> Backend:
-    from .openai import OpenAIBackend
+    from .openai import OpenAIBackend  # the provider SDKs load only for their backend
 
     _need_model("openai-compatible", model)
     if not o.base_url:
@@ -106,7 +108,7 @@ def _openai_compatible(model: str, o: BackendOptions) -> Backend:
 
 
 def _anthropic(model: str, o: BackendOptions) -> Backend:
-    from .anthropic import AnthropicBackend
+    from .anthropic import AnthropicBackend  # the provider SDKs load only for their backend
 
     _need_model("anthropic", model)
     return AnthropicBackend(
@@ -120,8 +122,6 @@ def _anthropic(model: str, o: BackendOptions) -> Backend:
 
 
 def _local(path: str, o: BackendOptions) -> Backend:
-    from .local import LocalBackend
-
     return LocalBackend(path or None, retry=o.retry)
 
 
@@ -132,8 +132,6 @@ def _scripted(path: str, o: BackendOptions) -> Backend:
 
 
 def _replay(path: str, o: BackendOptions) -> Backend:
-    from .replay import ReplayBackend
-
     if not path:
         raise BackendConfigError("replay needs a database: use replay:PATH (a simia --db file)")
     return ReplayBackend(path, retry=o.retry)

@@ -14,9 +14,10 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from typing import Any
 
-from ..errors import BackendOutputError, BackendTimeout, BackendUnavailable
+from ..errors import BackendOutputError, BackendRejected, BackendTimeout, BackendUnavailable
 
 __all__ = [
     "Backend",
@@ -281,8 +282,6 @@ def retry_after_seconds(headers: Any) -> float | None:
     try:
         return float(value)
     except ValueError:
-        from email.utils import parsedate_to_datetime
-
         try:
             return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
         except (TypeError, ValueError):
@@ -297,8 +296,6 @@ def priced_usage(prompt: int, completion: int, price: tuple[float, float] | None
 
 def status_failure(spec: str, status: int, body: Any, fallback: str, headers: Any) -> Exception:
     """A provider's HTTP error as simia's retry layer sees it: `Retryable` for 408/409/429/5xx, else rejected."""
-    from ..errors import BackendRejected
-
     message = fallback
     if isinstance(body, dict):
         error = body.get("error", body)

@@ -6,12 +6,14 @@ from pathlib import Path
 
 import mcp_types as types
 import pytest
+import yaml
 from mcp import Client
 from mcp.server import Server
 from simia.sim import WorldError, load_world, load_worlds
 from simia.sim.world import World
 
 ROOT = Path(__file__).resolve().parents[2]
+WORLDS = ROOT / "tool_specs"
 BROKEN = ROOT / "tests" / "fixtures" / "broken_worlds"
 
 
@@ -149,3 +151,41 @@ def test_tools_in_both_world_yaml_and_tools_json_is_an_error(tmp_path: Path) -> 
     (folder / "tools.json").write_text("[]")
     with pytest.raises(WorldError, match=r"tools are defined both here and in tools\.json"):
         load_world(folder)
+
+
+def _copy_mock(base: Path, folder: str, name: str) -> Path:
+    target = base / folder
+    shutil.copytree(WORLDS / "mock", target)
+    world_yaml = target / "world.yaml"
+    world_yaml.write_text(world_yaml.read_text(encoding="utf-8").replace("name: mock", f"name: {name}", 1))
+    return target
+
+
+def test_files_that_are_not_utf8_fail_only_their_own_world(tmp_path: Path) -> None:
+    bad_policy = _copy_mock(tmp_path, "p", "bad_policy")
+    raw = yaml.safe_load((bad_policy / "world.yaml").read_text(encoding="utf-8"))
+    raw.pop("policy")
+    (bad_policy / "world.yaml").write_text(yaml.safe_dump(raw))
+    (bad_policy / "policy.md").write_bytes(b"Rules \xff\xfe in Latin-1")
+    bad_tasks = _copy_mock(tmp_path, "t", "bad_tasks")
+    (bad_tasks / "tasks.jsonl").write_bytes((bad_tasks / "tasks.jsonl").read_bytes() + b"\xff\n")
+    _copy_mock(tmp_path, "g", "good")
+    report = load_worlds([tmp_path])
+    assert list(report.worlds) == ["good"]
+    problems = {e.world: [str(i) for i in e.issues] for e in report.errors}
+    assert problems == {
+        "bad_policy": [f"{bad_policy / 'policy.md'}: $: not UTF-8 text (byte 6) (hint: save the policy as UTF-8)"],
+        "bad_tasks": [
+            f"{bad_tasks / 'tasks.jsonl'}: $: not UTF-8 text (byte {len((bad_tasks / 'tasks.jsonl').read_bytes()) - 2})"
+            " (hint: save the tasks file as UTF-8)"
+        ],
+    }
+
+
+@pytest.mark.parametrize("name", ["c d/e", "a/b", "-lead", "x" * 65, "caf\u00e9"])
+def test_world_names_must_be_url_safe(tmp_path: Path, name: str) -> None:
+    folder = _copy_mock(tmp_path, "w", json.dumps(name))
+    with pytest.raises(WorldError) as caught:
+        load_world(folder)
+    assert [i.path for i in caught.value.issues] == ["$.name"]
+    assert "is not URL-safe" in caught.value.issues[0].message
