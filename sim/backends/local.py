@@ -8,6 +8,7 @@ llama.cpp contexts are not safe to share between threads.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import importlib.util
 import threading
@@ -41,10 +42,25 @@ def embedded_model_path() -> Path:
 @functools.lru_cache(maxsize=8)
 def _load(path: str, n_ctx: int, n_threads: int | None, slot: str = "") -> tuple[Any, threading.Lock]:
     try:
-        from llama_cpp import Llama
+        from llama_cpp import Llama  # optional extra (local)
     except ImportError:
         raise BackendConfigError(f"the `local` backend needs llama-cpp-python; run: {INSTALL_HINT}") from None
-    return Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads, verbose=False), threading.Lock()
+    if not _loaded:
+        atexit.register(_close_all)
+    model = Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads, verbose=False)
+    _loaded.append(model)
+    return model, threading.Lock()
+
+
+_loaded: list[Any] = []
+
+
+def _close_all() -> None:
+    """Free the models while llama-cpp's module is still alive: left to `__del__` at interpreter exit, its
+    cleanup runs after the module is torn down and prints a TypeError traceback."""
+    for model in _loaded:
+        model.close()
+    _loaded.clear()
 
 
 def bounded_schema(schema: Any, max_chars: int = 64, max_items: int = 6) -> Any:

@@ -227,3 +227,48 @@ def test_stdio_with_an_unknown_task_is_a_clean_error(tmp_path: Path) -> None:
         "error: unknown task 'nope' in world 'mock'; tasks: restock_milk, count_apples, no_bananas"
     )
     assert not (tmp_path / "x.db").exists()
+
+
+def grpo(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`python -m simia.training.grpo ARGS` as README step 4 runs it (a tiny random model, one step)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    command = [sys.executable, "-m", "simia.training.grpo", "--model", "tiny", "--max-steps", "1", "--save", "false"]
+    return subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_the_readme_grpo_commands_run(tmp_path: Path) -> None:
+    pytest.importorskip("trl", reason="needs the train extra")
+    (tmp_path / "judge.json").write_text(json.dumps([PASS]))
+    user = tmp_path / "user.json"
+    user.write_text(json.dumps([{"data": {"message": "Please set the milk to 4 litres.", "done": False}}]))
+    with serving(
+        "--worlds-dir",
+        str(ROOT / "tool_specs"),
+        "--world",
+        "mock",
+        "--backend",
+        f"scripted:{SCRIPT}",
+        "--judge-backend",
+        f"scripted:{tmp_path / 'judge.json'}",
+        "--db",
+        str(tmp_path / "s.db"),
+        cwd=tmp_path,
+    ) as url:
+        common = ("--server", url, "--world", "mock", "--tasks", "restock_milk", "--output-dir", "ckpt")
+        refused = grpo(*common, "--num-generations", "4", "--batch-size", "6", cwd=tmp_path)
+        single = grpo(*common, "--num-generations", "4", "--max-completion-length", "32", cwd=tmp_path)
+        multi = grpo(
+            *common, "--user", f"scripted:{user}", "--max-turns", "2", "--max-completion-length", "16", cwd=tmp_path
+        )
+    assert refused.returncode == 2
+    assert "--batch-size 6 is not a multiple of --num-generations 4; use --batch-size 8" in refused.stderr
+    assert single.returncode == 0, single.stderr[-2000:]
+    assert json.loads(single.stdout.splitlines()[-1])["steps"] == 1
+    assert multi.returncode == 0, multi.stderr[-2000:]
+    assert json.loads(multi.stdout.splitlines()[-1])["steps"] == 1
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        transcripts = [
+            json.loads(t) for (t,) in db.execute("SELECT transcript FROM episodes WHERE parent_id IS NOT NULL")
+        ]
+    assert len(transcripts) == 4 + 2 and all(t and t[0]["role"] == "system" for t in transcripts)
+    assert all(any(m["role"] == "assistant" for m in t) for t in transcripts)  # the judge read what the policy said
