@@ -285,14 +285,7 @@ class EpisodeService:
         """Mirror a committed event into the cached record (the same arithmetic the store did)."""
         if event.seq <= episode.seq:
             return  # a retried request answered from the store: nothing new
-        episode.seq = event.seq
-        episode.calls += 1 if event.counts_as_call else 0
-        episode.prompt_tokens += event.usage.get("prompt_tokens", 0)
-        episode.completion_tokens += event.usage.get("completion_tokens", 0)
-        episode.cost_usd += event.usage.get("cost_usd") or 0.0
-        episode.updated_at = event.created_at
-        if new_state is not None:
-            episode.state = new_state
+        episode.advance(event, new_state)
         entry.recent.append(event)
 
     def _budget_problem(self, episode: EpisodeRecord) -> tuple[str, str] | None:

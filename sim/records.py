@@ -48,6 +48,18 @@ class EpisodeRecord:
     updated_at: float = field(default_factory=time.time)
     ended_at: float | None = None
 
+    def advance(self, event: EventRecord, new_state: dict[str, Any] | None) -> None:
+        """Apply a committed event to this record, as the store's commit did (`EventRecord.counter_deltas`)."""
+        calls, prompt, completion, cost = event.counter_deltas()
+        self.seq = event.seq
+        self.calls += calls
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+        self.cost_usd += cost
+        self.updated_at = event.created_at
+        if new_state is not None:
+            self.state = new_state
+
     def summary(self) -> dict[str, Any]:
         """The JSON shape of an episode in lists (no state, events or transcript)."""
         return {
@@ -98,6 +110,18 @@ class EventRecord:
     def counts_as_call(self) -> bool:
         """Whether the event is a call: one a budget refused (`BUDGET_CODES`) never ran, so it is not."""
         return self.error_code not in BUDGET_CODES
+
+    def counter_deltas(self) -> tuple[int, int, int, float]:
+        """What the event adds to its episode's counters: (calls, prompt tokens, completion tokens, cost USD).
+        The one definition of that arithmetic: stores apply it in their commit, `EpisodeRecord.advance` in
+        memory."""
+        usage = self.usage
+        return (
+            1 if self.counts_as_call else 0,
+            usage.get("prompt_tokens", 0),
+            usage.get("completion_tokens", 0),
+            usage.get("cost_usd") or 0.0,
+        )
 
     @cached_property
     def past(self) -> PastCall:

@@ -271,14 +271,7 @@ class SqliteStore:
         """
 
         def run(conn: sqlite3.Connection) -> EventRecord:
-            usage = event.usage
-            params: list[Any] = [
-                1 if event.counts_as_call else 0,  # refused calls are not calls
-                usage.get("prompt_tokens", 0),
-                usage.get("completion_tokens", 0),
-                usage.get("cost_usd") or 0.0,
-                event.created_at,
-            ]
+            params: list[Any] = [*event.counter_deltas(), event.created_at]
             state_text = None if new_state is None else compact_json(new_state)
             if state_text is not None:
                 params.append(state_text)
