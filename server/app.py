@@ -30,7 +30,6 @@ from simia.sim.errors import SimiaError, StateError
 from simia.sim.judge import Judge
 from simia.sim.simulator import Simulator
 from simia.sim.store import Store
-from simia.sim.verdict import Verdict
 from simia.sim.wire import (
     CreateEpisode,
     EndedEpisode,
@@ -318,7 +317,7 @@ class SimiaApp:
         """A stored episode as one of the wire models (`Episode` and its extensions)."""
         fields = {**record.summary(), "mcp_url": f"{self._base_url(request)}/episodes/{record.id}/mcp"}
         if issubclass(model, EndedEpisode):
-            fields["verdict"] = Verdict.model_validate(record.verdict) if record.verdict is not None else None
+            fields["verdict"] = record.verdict
         return model.model_validate(fields)
 
     async def healthz(self, request: Request) -> Response:

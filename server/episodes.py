@@ -348,7 +348,7 @@ class EpisodeService:
                     world = self.world(episode.world)
                     task = world.task(episode.task) if episode.task else None
                     view = EpisodeView.of(episode, events, transcript)
-                    verdict = (await self.judge.judge(world, task, view)).as_json()
+                    verdict = await self.judge.judge(world, task, view)
                 await self.store.set_status(
                     episode_id,
                     "ended",

@@ -430,7 +430,7 @@ async def rejudge(
         events = await store.events(episode_id)
         task = world.task(episode.task) if episode.task else None
         verdict = await judge.judge(world, task, EpisodeView.of(episode, events, episode.transcript))
-        await store.set_status(episode_id, episode.status, verdict=verdict.as_json())
+        await store.set_status(episode_id, episode.status, verdict=verdict)
         yield episode_id, verdict
 
 

@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Any
 
 from .prompts import PastCall
+from .verdict import Verdict
 
 __all__ = ["BUDGET_CODES", "EpisodeRecord", "EventRecord"]
 
@@ -40,7 +41,7 @@ class EpisodeRecord:
     parent_id: str | None = None
     fork_step: int | None = None
     group_id: str | None = None
-    verdict: dict[str, Any] | None = None
+    verdict: Verdict | None = None
     transcript: list[dict[str, Any]] | None = None
     tokens: dict[str, Any] | None = None
     status_reason: str | None = None
@@ -79,7 +80,7 @@ class EpisodeRecord:
             "parent_id": self.parent_id,
             "fork_step": self.fork_step,
             "group_id": self.group_id,
-            "reward": (self.verdict or {}).get("reward"),
+            "reward": self.verdict.reward if self.verdict is not None else None,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "ended_at": self.ended_at,

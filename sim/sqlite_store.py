@@ -17,6 +17,7 @@ from ._sqlite_batch import BatchExecutor
 from .cache import CACHE_TABLE_SQL, read_cached, write_cached
 from .records import EpisodeRecord, EventRecord
 from .state import apply_patch
+from .verdict import Verdict
 from .world import compact_json
 
 __all__ = ["SNAPSHOT_EVERY", "SqliteStore"]
@@ -117,6 +118,8 @@ def _episode_from_row(row: sqlite3.Row) -> EpisodeRecord:
     values = {
         k: (json.loads(row[k]) if k in _JSON_EPISODE and row[k] is not None else row[k]) for k in _EPISODE_COLUMNS
     }
+    if values["verdict"] is not None:
+        values["verdict"] = Verdict.model_validate(values["verdict"])
     return EpisodeRecord(**values)
 
 
@@ -214,7 +217,7 @@ class SqliteStore:
         status: str,
         *,
         reason: str | None = None,
-        verdict: dict[str, Any] | None = None,
+        verdict: Verdict | None = None,
         transcript: list[dict[str, Any]] | None = None,
         tokens: dict[str, Any] | None = None,
     ) -> None:
@@ -229,7 +232,7 @@ class SqliteStore:
                 (
                     status,
                     reason,
-                    compact_json(verdict) if verdict is not None else None,
+                    compact_json(verdict.as_json()) if verdict is not None else None,
                     compact_json(transcript) if transcript is not None else None,
                     compact_json(tokens) if tokens is not None else None,
                     now,

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from .errors import StoreConfigError
 from .records import EpisodeRecord, EventRecord
 from .sqlite_store import SqliteStore
+from .verdict import Verdict
 
 __all__ = ["EpisodeRecord", "EventRecord", "Store", "open_store"]
 
@@ -63,7 +64,7 @@ class Store(Protocol):
         status: str,
         *,
         reason: str | None = None,
-        verdict: dict[str, Any] | None = None,
+        verdict: Verdict | None = None,
         transcript: list[dict[str, Any]] | None = None,
         tokens: dict[str, Any] | None = None,
     ) -> None:

@@ -28,7 +28,6 @@ from simia.clients.prompt import agent_system_prompt
 from simia.sim.judge import fabricated_claims, recorded_calls
 from simia.sim.store import EpisodeRecord, EventRecord, open_store
 from simia.sim.tool_views import check_tool_calls, openai_tool
-from simia.sim.verdict import Verdict
 from simia.sim.world import World
 
 __all__ = [
@@ -225,7 +224,7 @@ async def export(
         report = ExportReport(path=str(out))
         rows: list[dict[str, Any]] = []
         for episode in sorted(episodes, key=lambda e: (e.task or "", e.group_id or e.id, e.created_at)):
-            reward = _verdict(episode).training_reward() if episode.verdict is not None else None
+            reward = episode.verdict.training_reward() if episode.verdict is not None else None
             if min_reward is not None and (reward is None or reward < min_reward):
                 continue
             spec = worlds.get(episode.world)
@@ -257,8 +256,8 @@ def _row(fmt: str, world: World, episode: EpisodeRecord, transcript: list[dict[s
         return sharegpt_record(world, transcript)
     if fmt == "hermes":
         return hermes_record(world, transcript)
-    verdict = _verdict(episode)
-    reward = verdict.training_reward() if episode.verdict is not None else None
+    verdict = episode.verdict
+    reward = verdict.training_reward() if verdict is not None else None
     return {
         "episode_id": episode.id,
         "world": episode.world,
@@ -268,15 +267,11 @@ def _row(fmt: str, world: World, episode: EpisodeRecord, transcript: list[dict[s
         "fork_step": episode.fork_step,
         "reward": reward,
         "masked": reward is None,
-        "verdict_status": verdict.status if episode.verdict is not None else None,
+        "verdict_status": verdict.status if verdict is not None else None,
         "status": episode.status,
         **openai_record(world, transcript),
         **({"tokens": episode.tokens} if getattr(episode, "tokens", None) else {}),
     }
-
-
-def _verdict(episode: EpisodeRecord) -> Verdict:
-    return Verdict.model_validate(episode.verdict or {})
 
 
 def _write(fmt: str, rows: Iterable[dict[str, Any]], out: Path) -> None:
