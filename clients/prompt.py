@@ -5,14 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from simia.sim.tool_views import ToolLike, tool_card
+from simia.sim.actions import action_instructions
+from simia.sim.tool_views import ToolLike
 
-__all__ = ["ANSWER_FORMAT", "agent_system_prompt"]
-
-ANSWER_FORMAT = (
-    '# Answer format\nOne JSON object: {"message": text for the user, "tool_calls": [{"name", "arguments"}]}. '
-    "Call tools when you need information or must act; answer with an empty tool_calls list to reply to the user."
-)
+__all__ = ["agent_system_prompt"]
 
 
 def agent_system_prompt(policy: str, tools: Sequence[ToolLike] | None = None) -> str:
@@ -31,5 +27,4 @@ def agent_system_prompt(policy: str, tools: Sequence[ToolLike] | None = None) ->
     )
     if tools is None:
         return intro
-    cards = "\n".join(tool_card(t) for t in tools)
-    return f"{intro}\n\n# Tools\n{cards}\n\n{ANSWER_FORMAT}"
+    return f"{intro}\n\n{action_instructions(tools)}"

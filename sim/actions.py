@@ -11,24 +11,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from .prompts import schema_signature
+from .tool_views import ToolLike, tool_card
 
-__all__ = ["ActionTool", "FunctionTool", "action_instructions", "action_messages", "action_schema", "read_action"]
-
-
-class ActionTool(Protocol):
-    """What the structured action needs of a tool; an MCP `types.Tool` and a `FunctionTool` both have it."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def description(self) -> str | None: ...
-
-    @property
-    def input_schema(self) -> dict[str, Any]: ...
+__all__ = ["ANSWER_FORMAT", "FunctionTool", "action_instructions", "action_messages", "action_schema", "read_action"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +32,7 @@ class FunctionTool:
         return cls(str(fn.get("name")), fn.get("description"), dict(fn.get("parameters") or {"type": "object"}))
 
 
-def action_schema(tools: Sequence[ActionTool], max_calls: int = 4) -> dict[str, Any]:
+def action_schema(tools: Sequence[ToolLike], max_calls: int = 4) -> dict[str, Any]:
     """The agent's answer: a message to the user and/or tool calls valid against each tool's inputSchema."""
     variants = [
         {
@@ -69,19 +56,19 @@ def _plain(schema: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in schema.items() if k not in {"$schema", "$id"}}
 
 
-def action_instructions(tools: Sequence[ActionTool]) -> str:
+ANSWER_FORMAT = (
+    '# Answer format\nOne JSON object: {"message": text for the user, "tool_calls": [{"name", "arguments"}]}. '
+    "Call tools when you need information or must act; answer with an empty tool_calls list to reply to the user."
+)
+
+
+def action_instructions(tools: Sequence[ToolLike]) -> str:
     """The system-prompt section that lists the tools and asks for the structured action."""
-    cards = "\n".join(
-        f"- {t.name}({schema_signature(t.input_schema)}): {' '.join((t.description or '').split())}" for t in tools
-    )
-    return (
-        f"# Tools\n{cards}\n\n"
-        '# Answer format\nOne JSON object: {"message": text for the user, "tool_calls": [{"name", "arguments"}]}. '
-        "Call tools when you need information or must act; answer with an empty tool_calls list to reply to the user."
-    )
+    cards = "\n".join(tool_card(t) for t in tools)
+    return f"# Tools\n{cards}\n\n{ANSWER_FORMAT}"
 
 
-def action_messages(messages: Sequence[Mapping[str, Any]], tools: Sequence[ActionTool]) -> list[dict[str, Any]]:
+def action_messages(messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolLike]) -> list[dict[str, Any]]:
     """An OpenAI-format tool-calling conversation as plain turns, for a model that answers the structured action.
 
     `action_instructions` join the first system message (chat templates want one, first); each

@@ -20,14 +20,17 @@ __all__ = ["ToolLike", "check_tool_calls", "openai_tool", "tool_card"]
 
 
 class ToolLike(Protocol):
+    """What showing a tool needs: a world's `ToolSpec`, an MCP SDK `Tool` and an OpenAI function all have it
+    (`output_schema`, where a tool has one, is read when present)."""
+
     @property
     def name(self) -> str: ...
+
     @property
     def description(self) -> str | None: ...
+
     @property
     def input_schema(self) -> dict[str, Any]: ...
-    @property
-    def output_schema(self) -> dict[str, Any] | None: ...
 
 
 def openai_tool(tool: ToolLike) -> dict[str, Any]:
@@ -40,7 +43,8 @@ def openai_tool(tool: ToolLike) -> dict[str, Any]:
 
 def tool_card(tool: ToolLike, *, returns: bool = False) -> str:
     """One line: `- name(arg: type, opt?: type) [-> output]: description`."""
-    out = f" -> {schema_signature(tool.output_schema) if tool.output_schema else 'object'}" if returns else ""
+    output = getattr(tool, "output_schema", None)
+    out = f" -> {schema_signature(output) if output else 'object'}" if returns else ""
     return f"- {tool.name}({schema_signature(tool.input_schema)}){out}: {' '.join((tool.description or '').split())}"
 
 
