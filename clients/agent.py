@@ -18,7 +18,7 @@ from mcp import Client
 from simia.sim.actions import action_schema
 from simia.sim.backends import Backend, CompletionRequest, ToolRequest, Usage
 from simia.sim.errors import BackendError
-from simia.sim.tool_views import openai_tool
+from simia.sim.tool_views import openai_tool, openai_tool_call
 from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND
 
 from .prompt import agent_system_prompt
@@ -155,14 +155,7 @@ class Agent:
             for call in calls:
                 calls_made += 1
                 entries.append(
-                    {
-                        "id": f"call_{calls_made}",
-                        "type": "function",
-                        "function": {
-                            "name": str(call.get("name")),
-                            "arguments": json.dumps(call.get("arguments") or {}),
-                        },
-                    }
+                    openai_tool_call(f"call_{calls_made}", str(call.get("name")), call.get("arguments") or {})
                 )
             run.transcript.append({"role": "assistant", "content": message or None, "tool_calls": entries})
             results = []

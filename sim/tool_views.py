@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from .prompts import schema_signature
 from .schema import validate_instance
 
-__all__ = ["ToolLike", "check_tool_calls", "openai_tool", "tool_card"]
+__all__ = ["ToolLike", "check_tool_calls", "openai_tool", "openai_tool_call", "tool_card"]
 
 
 class ToolLike(Protocol):
@@ -39,6 +39,13 @@ def openai_tool(tool: ToolLike) -> dict[str, Any]:
         "type": "function",
         "function": {"name": tool.name, "description": tool.description or "", "parameters": tool.input_schema},
     }
+
+
+def openai_tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+    """One entry of an OpenAI assistant message's `tool_calls`: arguments as a JSON string (as the API sends
+    them; a string is kept as it is)."""
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
 
 
 def tool_card(tool: ToolLike, *, returns: bool = False) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 from simia.clients.prompt import agent_system_prompt
 from simia.sim.judge import fabricated_claims, recorded_calls
 from simia.sim.store import EpisodeRecord, EventRecord, open_store
-from simia.sim.tool_views import check_tool_calls, openai_tool
+from simia.sim.tool_views import check_tool_calls, openai_tool, openai_tool_call
 from simia.sim.world import World
 
 __all__ = [
@@ -68,13 +68,7 @@ def transcript_of(
             {
                 "role": "assistant",
                 "content": None,
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": event.tool, "arguments": _args_text(event.arguments)},
-                    }
-                ],
+                "tool_calls": [openai_tool_call(call_id, event.tool, event.arguments)],
             }
         )
         messages.append({"role": "tool", "tool_call_id": call_id, "content": event.text})

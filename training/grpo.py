@@ -31,7 +31,7 @@ from simia.clients.api import SimiaClient, SyncSimiaClient
 from simia.clients.prompt import agent_system_prompt
 from simia.clients.user import UserSimulator
 from simia.sim.backends import Backend, resolve_backend
-from simia.sim.tool_views import openai_tool
+from simia.sim.tool_views import openai_tool, openai_tool_call
 from simia.sim.wire import WorldInfo
 from simia.sim.world import ToolSpec
 
@@ -199,17 +199,7 @@ def openai_transcript(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for call in message["tool_calls"]:
                 fn = call.get("function", call)
                 call_id = str(call.get("id") or f"call_{len(pending) + len(out)}")
-                arguments = fn.get("arguments", {})
-                calls.append(
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {
-                            "name": fn.get("name"),
-                            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
-                        },
-                    }
-                )
+                calls.append(openai_tool_call(call_id, str(fn.get("name")), fn.get("arguments", {})))
                 pending.append(call_id)
             entry["tool_calls"] = calls
         if message.get("role") == "tool":

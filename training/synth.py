@@ -29,7 +29,7 @@ from simia.clients.prompt import agent_system_prompt
 from simia.clients.rollout import RolloutConfig, rollout
 from simia.sim.backends import Backend, CompletionRequest
 from simia.sim.errors import BackendError
-from simia.sim.tool_views import check_tool_calls, tool_card
+from simia.sim.tool_views import check_tool_calls, openai_tool_call, tool_card
 from simia.sim.world import World
 
 from .export import openai_record
@@ -201,13 +201,7 @@ def _unify(messages: list[dict[str, Any]], report: SynthReport) -> list[dict[str
                 if isinstance(args, str):
                     args, fixed = repair_json(args)
                     repaired |= fixed
-                calls.append(
-                    {
-                        "id": f"call_{counter}",
-                        "type": "function",
-                        "function": {"name": str(call.get("name")), "arguments": json.dumps(args)},
-                    }
-                )
+                calls.append(openai_tool_call(f"call_{counter}", str(call.get("name")), args))
                 open_ids.append(f"call_{counter}")
             out.append({"role": "assistant", "content": content or None, "tool_calls": calls})
         elif role == "tool":
