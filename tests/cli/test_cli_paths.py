@@ -17,7 +17,6 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 import yaml
-from mcp import Client, StdioServerParameters
 from simia.server.inprocess import free_port
 
 pytestmark = pytest.mark.slow
@@ -184,40 +183,6 @@ def test_an_agent_whose_model_fails_is_an_agent_failure(tmp_path: Path) -> None:
     assert (result["status"], result["stop"]) == ("agent_failed", "agent_error")
     assert result["error"].startswith("the agent's model failed")
     assert run.stdout.splitlines()[1].split()[:5] == ["restock_milk", "1", "0", "0", "1"]
-
-
-async def test_stdio_episodes_are_judged_with_the_judge_backend(tmp_path: Path) -> None:
-    (tmp_path / "judge.json").write_text(json.dumps([PASS]))
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "simia.cli",
-            "serve",
-            "--transport",
-            "stdio",
-            "--world",
-            "mock",
-            "--task",
-            "restock_milk",
-            "--worlds-dir",
-            str(ROOT / "tool_specs"),
-            "--backend",
-            f"scripted:{SCRIPT}",
-            "--judge-backend",
-            f"scripted:{tmp_path / 'judge.json'}",
-            "--db",
-            str(tmp_path / "stdio.db"),
-        ],
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    async with Client(params) as client:
-        await client.call_tool("set_quantity", {"name": "milk", "qty": 4})
-    with sqlite3.connect(tmp_path / "stdio.db") as db:
-        [(status, verdict)] = db.execute("SELECT status, verdict FROM episodes").fetchall()
-    judged = json.loads(verdict)
-    assert (status, judged["reward"], judged["status"], judged["checks"]) == ("ended", 1, "ok", ["rules", "llm"])
-    assert judged["rule_checks"][0]["passed"] is True
 
 
 def test_stdio_with_an_unknown_task_is_a_clean_error(tmp_path: Path) -> None:

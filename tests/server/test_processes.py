@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sqlite3
@@ -23,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
 
 
-async def test_stdio_serves_one_episode_to_the_sdk_client(tmp_path: Path) -> None:
+async def test_stdio_serves_one_episode_to_the_sdk_client_and_judges_it(tmp_path: Path) -> None:
+    judge = tmp_path / "judge.json"
+    judge.write_text(json.dumps([{"data": {"criteria": [], "reasoning": "milk set to 4", "reward": 1}}]))
     params = StdioServerParameters(
         command=sys.executable,
         args=[
@@ -34,10 +37,14 @@ async def test_stdio_serves_one_episode_to_the_sdk_client(tmp_path: Path) -> Non
             "stdio",
             "--world",
             "mock",
+            "--task",
+            "restock_milk",
             "--worlds-dir",
             str(ROOT / "tool_specs"),
             "--backend",
             f"scripted:{SCRIPT}",
+            "--judge-backend",
+            f"scripted:{judge}",
             "--db",
             str(tmp_path / "stdio.db"),
         ],
@@ -52,9 +59,13 @@ async def test_stdio_serves_one_episode_to_the_sdk_client(tmp_path: Path) -> Non
     assert missing.is_error and missing.content[0].text == "Error (item_not_found): There is no banana in the pantry."
     with sqlite3.connect(tmp_path / "stdio.db") as db:
         rows = db.execute(
-            "SELECT e.status, e.seq, json_extract(e.state, '$.items.milk.qty') FROM episodes e"
+            "SELECT e.status, e.seq, json_extract(e.state, '$.items.milk.qty'), e.verdict FROM episodes e"
         ).fetchall()
-    assert rows == [("ended", 2, 4)]  # committed, and ended when the client disconnected
+    [(status, seq, milk, verdict)] = rows
+    assert (status, seq, milk) == ("ended", 2, 4)  # committed, and ended when the client disconnected
+    judged = json.loads(verdict)  # ... and judged with --judge-backend
+    assert (judged["reward"], judged["status"], judged["checks"]) == (1, "ok", ["rules", "llm"])
+    assert judged["rule_checks"][0]["passed"] is True
 
 
 @contextmanager
