@@ -1,0 +1,62 @@
+"""`simia demo` writes its SFT record only after the export checks (scripted models, no embedded model)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from simia.cli.demo import run_demo
+from simia.sim import load_world
+from simia.sim.backends import CompletionRequest, FunctionBackend
+from simia.testing import mock_world_answer
+
+ROOT = Path(__file__).resolve().parents[2]
+MOCK = load_world(ROOT / "tool_specs" / "mock")
+
+
+def agent_setting(qty: Any) -> FunctionBackend:
+    def answer(request: CompletionRequest) -> dict[str, Any]:
+        if str(request.messages[-1]["content"]).startswith("Result of"):
+            return {"message": "Done.", "tool_calls": []}
+        return {"message": "", "tool_calls": [{"name": "set_quantity", "arguments": {"name": "milk", "qty": qty}}]}
+
+    return FunctionBackend(answer)
+
+
+def user(request: CompletionRequest) -> dict[str, Any]:
+    return {"message": "Set the milk to 4 litres, please.", "done": True}
+
+
+async def demo(tmp_path: Path, qty: Any) -> tuple[dict[str, Any], str]:
+    out = io.StringIO()
+    result = await run_demo(
+        MOCK,
+        "restock_milk",
+        sim=FunctionBackend(mock_world_answer),
+        agent=agent_setting(qty),
+        user=FunctionBackend(user),
+        judge=FunctionBackend(lambda r: {"criteria": [], "reasoning": "ok", "reward": 1}),
+        out_dir=tmp_path,
+        max_turns=2,
+        out=out,
+    )
+    return result, out.getvalue()
+
+
+async def test_a_good_trajectory_is_written_as_an_sft_record(tmp_path: Path) -> None:
+    result, text = await demo(tmp_path, 4)
+    assert result["record"] == str(tmp_path / "sft.jsonl") and result["dropped"] == []
+    record = json.loads((tmp_path / "sft.jsonl").read_text())
+    assert [m["role"] for m in record["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
+    assert "export checks passed" in text
+
+
+async def test_a_trajectory_the_export_checks_reject_is_not_written(tmp_path: Path) -> None:
+    result, text = await demo(tmp_path, "four")  # breaks set_quantity's inputSchema (qty is an integer)
+    assert result["record"] is None and not (tmp_path / "sft.jsonl").exists()
+    assert result["dropped"] == [
+        'message 2: set_quantity arguments break its inputSchema: $.qty: "four" is not of type "integer"'
+    ]
+    assert "No SFT record: the export checks dropped it (message 2: set_quantity arguments break" in text
