@@ -57,8 +57,13 @@ class _Live:
     record: EpisodeRecord | None = None
 
     def window(self, size: int) -> list[PastCall]:
-        """The last `size` calls as the simulator sees them."""
-        return [event.past for event in list(self.recent)[-size:]] if size else []
+        """The last `size` calls the agent got a real answer for, as the simulator sees them: an
+        infrastructure failure (invalid simulation, backend down, budget) is not the world's behaviour,
+        and a model shown one imitates it."""
+        if not size:
+            return []
+        answered = [event.past for event in self.recent if not (event.is_error and event.error_kind == "infra")]
+        return answered[-size:]
 
     def retried(self, request_key: str) -> EventRecord | None:
         """The committed event `request_key` retries, if any (see the module docstring)."""

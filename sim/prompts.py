@@ -19,7 +19,7 @@ from .world import ToolSpec, World
 
 __all__ = ["PROMPT_VERSION", "PastCall", "answer_schema", "schema_signature", "system_prompt", "user_prompt"]
 
-PROMPT_VERSION = "sim-1"
+PROMPT_VERSION = "sim-2"
 
 _RULES = """\
 You are the simulator behind the tools of the world described below. An agent calls these tools; you play
@@ -30,7 +30,8 @@ Rules:
 1. Be realistic and consistent. Take facts from the state; never invent records that the state contradicts
    and never contradict earlier results.
 2. Follow the policy. When a call is invalid (unknown id, wrong status, forbidden by the policy), answer
-   is_error=true with one of the tool's documented error codes and a short, true message.
+   is_error=true with one of the tool's error codes (its own, or a code every tool has) and a short, true
+   message.
 3. Change the state exactly as the call would in reality: write actions patch it, read actions and errors
    leave it alone (empty state_patch).
 4. state_patch is an RFC 6902 JSON Patch against the current state; paths start at the state's root.
@@ -153,11 +154,13 @@ def system_prompt(world: World, *, example_chars: int = 4000) -> str:
     sections.append(
         "# Tools (arguments -> result; `?` marks optional fields)\n" + "\n".join(map(_tool_card, world.tools))
     )
+    shared = "\n".join(f"{e.code}: {e.when}" for e in world.shared_errors)
+    sections.append(f"# Error codes every tool has\n{shared}")
     examples = _example_text(world, example_chars)
     if examples:
         sections.append(f"# Reference calls and results (style guide)\n{examples}")
     sections.append(
-        '# Answer\nOne JSON object: {"is_error": bool, "error_code": documented code or null, '
+        '# Answer\nOne JSON object: {"is_error": bool, "error_code": one of the tool\'s codes or null, '
         '"message": short text, "output": the tool result or null, "state_patch": [RFC 6902 operations]}.'
     )
     return "\n\n".join(sections)
@@ -203,15 +206,15 @@ _PATCH_OP = {
 }
 
 
-def answer_schema(tool: ToolSpec) -> dict[str, Any]:
-    """The JSON Schema of the simulator's answer for one tool."""
-    codes: list[Any] = [e.code for e in tool.errors]
+def answer_schema(world: World, tool: ToolSpec) -> dict[str, Any]:
+    """The JSON Schema of the simulator's answer for one tool: error codes limited to `World.error_codes`."""
+    codes: list[Any] = [e.code for e in world.error_codes(tool)]
     output = tool.output_schema or {"type": "object"}
     return {
         "type": "object",
         "properties": {
             "is_error": {"type": "boolean"},
-            "error_code": {"enum": [*codes, None]} if codes else {"type": ["string", "null"]},
+            "error_code": {"enum": [*codes, None]},
             "message": {"type": "string"},
             "output": {"anyOf": [_strip_meta(output), {"type": "null"}]},
             "state_patch": {"type": "array", "items": _PATCH_OP},

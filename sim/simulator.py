@@ -168,7 +168,7 @@ class Simulator:
         start = time.monotonic()
         schema = self._schemas.get((world.content_hash, tool.name))
         if schema is None:  # built once per tool, not on every call
-            schema = self._schemas[(world.content_hash, tool.name)] = answer_schema(tool)
+            schema = self._schemas[(world.content_hash, tool.name)] = answer_schema(world, tool)
         key = replay_key = None
         if seed is not None:
             digest = state_hash(state)
@@ -252,14 +252,14 @@ class Simulator:
 
     def _check(self, world: World, tool: ToolSpec, state: dict[str, Any], data: dict[str, Any]) -> Step | str:
         """Validate an answer; returns the Step, or the problem to feed back."""
-        problem = _envelope_problem(tool, data)
+        problem = _envelope_problem(world, tool, data)
         if problem:
             return "the answer does not match the answer schema: " + problem
         is_error = bool(data["is_error"])
         patch: list[dict[str, Any]] = data["state_patch"] or []
         if is_error:
             # Errors never change the state: a patch that came with one is dropped, not applied.
-            code = data.get("error_code") or "error"
+            code = data["error_code"]
             message = str(data.get("message") or "").strip() or code.replace("_", " ")
             return Step(
                 tool.name,
@@ -291,7 +291,7 @@ class Simulator:
 _OPS = {"add", "remove", "replace", "move", "copy", "test"}
 
 
-def _envelope_problem(tool: ToolSpec, data: dict[str, Any]) -> str:
+def _envelope_problem(world: World, tool: ToolSpec, data: dict[str, Any]) -> str:
     """Check the answer's envelope (everything but `output`, which is checked against the tool's schema)."""
     missing = [k for k in ("is_error", "error_code", "message", "output", "state_patch") if k not in data]
     if missing:
@@ -304,8 +304,11 @@ def _envelope_problem(tool: ToolSpec, data: dict[str, Any]) -> str:
     code = data["error_code"]
     if code is not None and not isinstance(code, str):
         return "$.error_code: must be a string or null"
-    if data["is_error"] and tool.errors and code not in {e.code for e in tool.errors} and code is not None:
-        return f"$.error_code: {code!r} is not one of {[e.code for e in tool.errors]}"
+    if data["is_error"]:
+        codes = [e.code for e in world.error_codes(tool)]
+        if code not in codes:
+            what = "is missing" if code is None else f"{code!r} is not a code of this tool"
+            return f"$.error_code: {what}: an error needs one of {codes}"
     if not isinstance(data["message"], str):
         return "$.message: must be a string"
     if data["output"] is not None and not isinstance(data["output"], dict):

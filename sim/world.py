@@ -19,6 +19,7 @@ from pydantic_core import to_json
 
 __all__ = [
     "ABSENT",
+    "GENERIC_ERRORS",
     "Example",
     "SimulatorHints",
     "Task",
@@ -78,6 +79,17 @@ class ToolSpec(_Strict):
         return self.model_dump(by_alias=True, exclude_none=True, exclude={"errors"})
 
 
+GENERIC_ERRORS: tuple[ToolErrorSpec, ...] = (
+    ToolErrorSpec(code="not_found", when="a record the call names does not exist"),
+    ToolErrorSpec(code="invalid_argument", when="an argument is well-formed but not acceptable"),
+    ToolErrorSpec(code="conflict", when="the call contradicts the current state"),
+    ToolErrorSpec(code="permission_denied", when="the policy forbids the call"),
+    ToolErrorSpec(code="rate_limited", when="too many calls in a short time"),
+)
+"""Error codes every tool has, beside its documented `errors` (imported tools document none): a simulated
+error is always one of these or a documented code, never free text."""
+
+
 class SimulatorHints(_Strict):
     """Optional per-world knobs for the simulator."""
 
@@ -87,6 +99,10 @@ class SimulatorHints(_Strict):
         default=3_000,
         ge=500,
         description="Above this size the state is sliced to the records a call touches.",
+    )
+    errors: list[ToolErrorSpec] = Field(
+        default_factory=list,
+        description="More error codes every tool of this world may return (beside the generic ones).",
     )
 
 
@@ -144,8 +160,25 @@ class World(_Strict):
     def tools_by_name(self) -> dict[str, ToolSpec]:
         return {tool.name: tool for tool in self.tools}
 
+    @cached_property
+    def shared_errors(self) -> list[ToolErrorSpec]:
+        """The errors every tool of this world may return: the world's own, then the generic ones."""
+        return _unique_codes([*self.simulator.errors, *GENERIC_ERRORS])
+
+    def error_codes(self, tool: ToolSpec) -> list[ToolErrorSpec]:
+        """The errors `tool` may return: its documented ones first, then the shared ones."""
+        return _unique_codes([*tool.errors, *self.shared_errors])
+
     def tool(self, name: str) -> ToolSpec | None:
         return self.tools_by_name.get(name)
 
     def task(self, task_id: str) -> Task | None:
         return next((task for task in self.tasks if task.id == task_id), None)
+
+
+def _unique_codes(errors: list[ToolErrorSpec]) -> list[ToolErrorSpec]:
+    """Each code once; the first definition wins."""
+    seen: dict[str, ToolErrorSpec] = {}
+    for error in errors:
+        seen.setdefault(error.code, error)
+    return list(seen.values())

@@ -236,3 +236,34 @@ async def test_function_backend_sees_the_request(mock: World) -> None:
     step = await Simulator(FunctionBackend(respond)).step(mock, mock.initial_state, [], ToolCall("list_items", {}))
     assert step.output == {"items": [{"name": "apple", "qty": 3}]}
     assert seen[0].schema["required"] == ["is_error", "error_code", "message", "output", "state_patch"]
+
+
+async def test_an_error_code_is_a_documented_or_generic_code_never_free_text(mock: World) -> None:
+    undocumented = mock.model_copy(
+        update={"tools": [t.model_copy(update={"errors": []}) if t.name == "get_item" else t for t in mock.tools]}
+    )
+    tool = undocumented.tool("get_item")
+    assert tool is not None and tool.errors == []  # like every tool imported from a real MCP server
+    free_text = answer(error="The tool failed to produce a valid result. Try again.")
+    backend = ScriptedBackend([free_text, answer(error="not_found")])
+    step = await Simulator(backend).step(undocumented, mock.initial_state, [], ToolCall("get_item", {"name": "kiwi"}))
+    assert (step.is_error, step.error_kind, step.error_code) == (True, "agent", "not_found")
+    schema_codes = backend.requests[0].schema["properties"]["error_code"]["enum"]
+    assert schema_codes == ["not_found", "invalid_argument", "conflict", "permission_denied", "rate_limited", None]
+    feedback = backend.requests[1].messages[-1]["content"]
+    assert "is not a code of this tool: an error needs one of ['not_found', 'invalid_argument'" in feedback
+
+
+async def test_a_tools_documented_codes_come_first_and_a_world_may_add_codes(mock: World) -> None:
+    raw = mock.model_dump(by_alias=True)
+    raw["simulator"]["errors"] = [{"code": "out_of_stock", "when": "nothing left"}]
+    world = World.model_validate(raw)
+    tool = world.tool("get_item")
+    assert tool is not None
+    codes = [e.code for e in world.error_codes(tool)]
+    assert codes[: len(tool.errors) + 1] == [*(e.code for e in tool.errors), "out_of_stock"]
+    assert codes[-5:] == ["not_found", "invalid_argument", "conflict", "permission_denied", "rate_limited"]
+    step = await Simulator(ScriptedBackend([answer(error="out_of_stock")])).step(
+        world, world.initial_state, [], ToolCall("get_item", {"name": "milk"})
+    )
+    assert step.error_code == "out_of_stock"
