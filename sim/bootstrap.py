@@ -1,0 +1,344 @@
+"""Bootstrapping a world: a model drafts the state (with its schema) and the tasks a world with tools lacks.
+
+Every draft is checked before anything is written: the state must fit the drafted schema
+and name the records the tools refer to; each task's `expected_state` rules must fail on
+the task's initial state (otherwise any agent passes) and point into the state, and its
+`initial_state_patch` must apply. A bad draft is retried with its problems fed back, then
+dropped with its reasons in `bootstrap_report.json`. Hand-written files are never
+overwritten without `force`; a re-run keeps what an earlier run wrote and drafts the rest.
+Files are written atomically and the finished folder must load (`load_world`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from .backends import Backend, CompletionRequest
+from .errors import BackendError, StateError, WorldError
+from .judge import rule_checks
+from .loader import load_world
+from .prompts import schema_signature
+from .schema import validate_instance
+from .state import apply_patch, is_missing, resolve_pointer
+from .world import Task, World
+
+__all__ = ["BootstrapConfig", "BootstrapReport", "bootstrap", "check_task"]
+
+TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+STATE_ANSWER: dict[str, Any] = {
+    "type": "object",
+    "properties": {"state_schema": {"type": "object"}, "state": {"type": "object"}},
+    "required": ["state_schema", "state"],
+}
+TASKS_ANSWER: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "tasks": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "instruction": {"type": "string"},
+                    "user_hidden": {"type": "string"},
+                    "rubric": {"type": "string"},
+                    "expected_state": {"type": "object"},
+                    "initial_state_patch": {"type": "array", "items": {"type": "object"}},
+                },
+                "required": ["id", "instruction", "rubric", "expected_state"],
+            },
+        }
+    },
+    "required": ["tasks"],
+}
+
+
+@dataclass
+class BootstrapConfig:
+    """One `simia bootstrap`.
+
+    Attributes:
+        entities: records per collection the drafted state should hold.
+        tasks: tasks the world should have when done (existing drafted ones count).
+        force: replace hand-written state.json / tasks.jsonl / state_schema.
+        max_attempts: drafts tried (problems fed back) before a part is dropped.
+        max_tokens: cap on each model answer.
+    """
+
+    entities: int = 3
+    tasks: int = 5
+    force: bool = False
+    max_attempts: int = 3
+    max_tokens: int = 4096
+
+
+@dataclass
+class BootstrapReport:
+    """What a run wrote, kept and dropped (with reasons); saved as `bootstrap_report.json`."""
+
+    world: str
+    state: str = "not drafted"  # drafted | kept (existing) | dropped
+    state_problems: list[str] = field(default_factory=list)
+    tasks_written: list[str] = field(default_factory=list)
+    tasks_kept: list[str] = field(default_factory=list)
+    tasks_dropped: list[dict[str, Any]] = field(default_factory=list)
+    model_calls: int = 0
+
+    def render(self) -> str:
+        lines = [f"world {self.world}: state {self.state}; tasks written {len(self.tasks_written)}, "
+                 f"kept {len(self.tasks_kept)}, dropped {len(self.tasks_dropped)} ({self.model_calls} model calls)"]
+        lines += [f"  state problem: {p}" for p in self.state_problems[:5]]
+        lines += [f"  dropped task {d['id']}: {'; '.join(d['problems'][:3])}" for d in self.tasks_dropped]
+        return "\n".join(lines)
+
+
+def check_task(task: Task, state: dict[str, Any], state_schema: dict[str, Any] | None) -> list[str]:
+    """Why a drafted task cannot train anything (empty when it can): its rules must point into the state
+    and fail on the task's initial state, and its `initial_state_patch` must apply."""
+    problems = []
+    if not TASK_ID.fullmatch(task.id):
+        problems.append(f"id {task.id!r} must be 1-64 letters, digits, '_', '.', '-'")
+    try:
+        start = apply_patch(state, task.initial_state_patch, state_schema)
+    except StateError as exc:
+        return [*problems, f"initial_state_patch does not apply: {exc}"]
+    if not task.expected_state:
+        problems.append("expected_state is empty: the task needs at least one rule the agent must make true")
+    for pointer in task.expected_state:
+        if not pointer.startswith("/"):
+            problems.append(f"expected_state key {pointer!r} is not a JSON Pointer (it starts with '/')")
+        elif is_missing(resolve_pointer(start, pointer.rsplit("/", 1)[0] or "")):
+            problems.append(f"{pointer}: its parent is not in the state, so no call can reach it")
+    if problems:
+        return problems
+    passing = [c["pointer"] for c in rule_checks(task, start) if c["passed"]]
+    if len(passing) == len(task.expected_state):
+        problems.append(f"every rule already holds before the agent acts ({', '.join(passing)}): any agent passes")
+    return problems
+
+
+def _ask_json(problems: list[str]) -> str:
+    return "Your answer had these problems; answer again, fixing them:\n- " + "\n- ".join(problems[:10])
+
+
+def _tools_text(world: World) -> str:
+    return "\n".join(
+        f"- {t.name}({schema_signature(t.input_schema)}) -> "
+        f"{schema_signature(t.output_schema) if t.output_schema else 'object'}: "
+        f"{' '.join((t.description or '').split())}"
+        for t in world.tools
+    )
+
+
+def _world_text(world: World) -> str:
+    return (
+        f"# World: {world.title or world.name}\n{world.description}\n\n# Policy\n{world.policy or '(none)'}\n\n"
+        f"# Tools (arguments -> result)\n{_tools_text(world)}"
+    )
+
+
+async def _draft_state(
+    world: World, backend: Backend, config: BootstrapConfig, report: BootstrapReport
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You design the backing data of simulated tool environments. Answer JSON."},
+        {
+            "role": "user",
+            "content": f"{_world_text(world)}\n\n# Your task\nDraft the world's state: a JSON object holding the "
+            f"records these tools read and change (about {config.entities} per collection, keyed by the ids the "
+            "tools take), and a JSON Schema (`state_schema`, type object) that the state satisfies. Use the field "
+            'names the tools\' inputs and outputs use. Answer {"state_schema": {...}, "state": {...}}.',
+        },
+    ]
+    for _ in range(config.max_attempts):
+        data = await _complete(backend, messages, STATE_ANSWER, "world_state", config, report)
+        problems = _state_problems(world, data)
+        if not problems:
+            return data["state_schema"], data["state"]
+        report.state_problems = problems
+        messages += [{"role": "assistant", "content": json.dumps(data)}, {"role": "user", "content": _ask_json(problems)}]
+    return None
+
+
+def _state_problems(world: World, data: dict[str, Any] | None) -> list[str]:
+    if data is None:
+        return ["the model gave no JSON answer"]
+    schema, state = data.get("state_schema"), data.get("state")
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return ["state_schema must be a JSON Schema object with type object"]
+    if not isinstance(state, dict) or not state:
+        return ["state must be a non-empty JSON object"]
+    try:
+        problems = [f"state breaks state_schema: {p}" for p in validate_instance(schema, state)]
+    except Exception as exc:  # an invalid schema: say why, the model retries
+        return [f"state_schema is not a valid JSON Schema: {exc}"]
+    text = json.dumps(state)
+    names = {name for t in world.tools for name in (t.input_schema.get("properties") or {})}
+    if names and not any(f'"{name}"' in text or name.endswith("id") for name in names):
+        problems.append(f"the state uses none of the tools' argument names ({', '.join(sorted(names)[:8])})")
+    return problems
+
+
+async def _draft_tasks(
+    world: World,
+    state: dict[str, Any],
+    schema: dict[str, Any] | None,
+    backend: Backend,
+    config: BootstrapConfig,
+    report: BootstrapReport,
+    taken: set[str],
+    wanted: int,
+) -> list[Task]:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You write training tasks for tool-using agents. Answer JSON."},
+        {
+            "role": "user",
+            "content": f"{_world_text(world)}\n\n# State\n{json.dumps(state, ensure_ascii=False)[:6000]}\n\n"
+            f"# Your task\nWrite {wanted} different tasks a user could ask an agent to do with these tools. Each: "
+            "id (snake_case, unique), instruction (the user's request), user_hidden (facts only the user knows), "
+            "rubric (what the judge checks), expected_state (JSON Pointer into the state -> the value it must hold "
+            'when the task is done, or {"$absent": true}; at least one rule must NOT hold in the state above), '
+            "and optionally initial_state_patch (RFC 6902). "
+            f"Ids already used: {', '.join(sorted(taken)) or 'none'}.",
+        },
+    ]
+    kept: list[Task] = []
+    for attempt in range(config.max_attempts):
+        data = await _complete(backend, messages, TASKS_ANSWER, "world_tasks", config, report)
+        problems_all: list[str] = []
+        for raw in (data or {}).get("tasks") or []:
+            try:
+                task = Task.model_validate({k: v for k, v in raw.items() if v not in (None, "")})
+            except ValidationError as exc:
+                problems_all.append(f"task {raw.get('id')!r}: {exc.errors()[0]['msg']}")
+                continue
+            problems = check_task(task, state, schema)
+            if task.id in taken:
+                problems.append(f"id {task.id!r} is already used")
+            if problems:
+                problems_all += [f"task {task.id!r}: {p}" for p in problems]
+                if attempt == config.max_attempts - 1:
+                    report.tasks_dropped.append({"id": task.id, "problems": problems})
+                continue
+            kept.append(task)
+            taken.add(task.id)
+            if len(kept) == wanted:
+                return kept
+        if not problems_all and data is None:
+            problems_all = ["the model gave no JSON answer"]
+        messages += [
+            {"role": "assistant", "content": json.dumps(data)},
+            {"role": "user", "content": _ask_json(problems_all or [f"write {wanted - len(kept)} more tasks"])},
+        ]
+    return kept
+
+
+async def _complete(
+    backend: Backend, messages: list[dict[str, Any]], schema: dict[str, Any], name: str, config: BootstrapConfig,
+    report: BootstrapReport,
+) -> dict[str, Any] | None:
+    report.model_calls += 1
+    try:
+        completion = await backend.complete(
+            CompletionRequest(messages=messages, schema=schema, schema_name=name, max_tokens=config.max_tokens,
+                              temperature=0.7)
+        )
+    except BackendError:
+        return None
+    return completion.data if isinstance(completion.data, dict) else None
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+async def bootstrap(folder: str | Path, backend: Backend, config: BootstrapConfig) -> BootstrapReport:
+    """Draft what the world in `folder` lacks (state, state schema, tasks), check it and write it.
+
+    Raises:
+        WorldError: the world does not load to begin with, or the result does not (nothing is written then).
+    """
+    folder = Path(folder)
+    world = load_world(folder)
+    report = BootstrapReport(world=world.name)
+    state_file, tasks_file, world_file = folder / "state.json", folder / "tasks.jsonl", folder / "world.yaml"
+    raw_world = yaml.safe_load(world_file.read_text(encoding="utf-8"))
+    schema: dict[str, Any] | None = world.state_schema
+    state = copy.deepcopy(world.initial_state)
+    if state and not config.force:
+        report.state = "kept (existing state.json)"
+    else:
+        drafted = await _draft_state(world, backend, config, report)
+        if drafted is None:
+            report.state = "dropped"
+        else:
+            schema, state = drafted
+            report.state, report.state_problems = "drafted", []
+    existing = [] if config.force else list(world.tasks)
+    report.tasks_kept = [t.id for t in existing]
+    new: list[Task] = []
+    if state and len(existing) < config.tasks:
+        new = await _draft_tasks(
+            world, state, schema, backend, config, report, {t.id for t in existing}, config.tasks - len(existing)
+        )
+    report.tasks_written = [t.id for t in new]
+    _write(folder, raw_world, schema, state, [*existing, *new], report, changed_state=report.state == "drafted")
+    _atomic_write(folder / "bootstrap_report.json", json.dumps(asdict(report), indent=1) + "\n")
+    return report
+
+
+def _write(
+    folder: Path,
+    raw_world: dict[str, Any],
+    schema: dict[str, Any] | None,
+    state: dict[str, Any],
+    tasks: list[Task],
+    report: BootstrapReport,
+    *,
+    changed_state: bool,
+) -> None:
+    """Write the files, after checking in a scratch copy that the whole folder loads."""
+    files: dict[str, str] = {}
+    if changed_state:
+        files["state.json"] = json.dumps(state, indent=1, ensure_ascii=False) + "\n"
+        files["world.yaml"] = yaml.safe_dump({**raw_world, "state_schema": schema}, sort_keys=False, allow_unicode=True)
+    if report.tasks_written:
+        files["tasks.jsonl"] = "".join(
+            json.dumps(t.model_dump(exclude_defaults=True), ensure_ascii=False) + "\n" for t in tasks
+        )
+    if not files:
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        trial = Path(scratch) / folder.name
+        _copy_world(folder, trial)
+        for name, text in files.items():
+            (trial / name).write_text(text, encoding="utf-8")
+        try:
+            load_world(trial)
+        except WorldError as exc:
+            raise WorldError(exc.world, exc.issues, str(folder)) from None
+    for name, text in files.items():
+        _atomic_write(folder / name, text)
+
+
+def _copy_world(source: Path, target: Path) -> None:
+    target.mkdir(parents=True)
+    for path in source.rglob("*"):
+        relative = path.relative_to(source)
+        if path.is_dir():
+            (target / relative).mkdir(parents=True, exist_ok=True)
+        elif path.is_file():
+            (target / relative).write_bytes(path.read_bytes())
