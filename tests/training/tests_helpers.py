@@ -10,10 +10,10 @@ from simia.server.episodes import EpisodeService
 from simia.server.settings import ServerSettings
 from simia.sim import load_worlds
 from simia.sim.backends import FunctionBackend
-from simia.testing.mock_world import mock_world_answer
 from simia.sim.judge import Judge
 from simia.sim.simulator import Simulator
 from simia.sim.store import Store
+from simia.testing.mock_world import mock_world_answer
 
 ROOT = Path(__file__).resolve().parents[2]
 WORLDS = load_worlds([ROOT / "tool_specs"]).worlds
