@@ -95,8 +95,10 @@ class BootstrapReport:
     model_calls: int = 0
 
     def render(self) -> str:
-        lines = [f"world {self.world}: state {self.state}; tasks written {len(self.tasks_written)}, "
-                 f"kept {len(self.tasks_kept)}, dropped {len(self.tasks_dropped)} ({self.model_calls} model calls)"]
+        lines = [
+            f"world {self.world}: state {self.state}; tasks written {len(self.tasks_written)}, "
+            f"kept {len(self.tasks_kept)}, dropped {len(self.tasks_dropped)} ({self.model_calls} model calls)"
+        ]
         lines += [f"  state problem: {p}" for p in self.state_problems[:5]]
         lines += [f"  dropped task {d['id']}: {'; '.join(d['problems'][:3])}" for d in self.tasks_dropped]
         return "\n".join(lines)
@@ -166,7 +168,10 @@ async def _draft_state(
         if not problems:
             return data["state_schema"], data["state"]
         report.state_problems = problems
-        messages += [{"role": "assistant", "content": json.dumps(data)}, {"role": "user", "content": _ask_json(problems)}]
+        messages += [
+            {"role": "assistant", "content": json.dumps(data)},
+            {"role": "user", "content": _ask_json(problems)},
+        ]
     return None
 
 
@@ -244,14 +249,19 @@ async def _draft_tasks(
 
 
 async def _complete(
-    backend: Backend, messages: list[dict[str, Any]], schema: dict[str, Any], name: str, config: BootstrapConfig,
+    backend: Backend,
+    messages: list[dict[str, Any]],
+    schema: dict[str, Any],
+    name: str,
+    config: BootstrapConfig,
     report: BootstrapReport,
 ) -> dict[str, Any] | None:
     report.model_calls += 1
     try:
         completion = await backend.complete(
-            CompletionRequest(messages=messages, schema=schema, schema_name=name, max_tokens=config.max_tokens,
-                              temperature=0.7)
+            CompletionRequest(
+                messages=messages, schema=schema, schema_name=name, max_tokens=config.max_tokens, temperature=0.7
+            )
         )
     except BackendError:
         return None
@@ -274,7 +284,7 @@ async def bootstrap(folder: str | Path, backend: Backend, config: BootstrapConfi
     folder = Path(folder)
     world = load_world(folder)
     report = BootstrapReport(world=world.name)
-    state_file, tasks_file, world_file = folder / "state.json", folder / "tasks.jsonl", folder / "world.yaml"
+    world_file = folder / "world.yaml"
     raw_world = yaml.safe_load(world_file.read_text(encoding="utf-8"))
     schema: dict[str, Any] | None = world.state_schema
     state = copy.deepcopy(world.initial_state)

@@ -73,3 +73,45 @@ def make_server(tmp_path: Path, mock_answer: Callable[..., Any]) -> Callable[...
         return serve(tmp_path / "simia.db", backend or FunctionBackend(mock_answer), settings, **kwargs)
 
     return make
+
+
+# CI installs every extra (`make install`), so there a module or test skipped for a missing extra
+# (`pytest.importorskip("trl")`, ...) is a test that silently did not run. With SIMIA_NO_SKIPS=1 every skip, at
+# collection, setup or call, is reported as a failure, except in tests marked `allowed_skip`; xfails are not skips.
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "allowed_skip: this test may skip even under SIMIA_NO_SKIPS=1 (say why in the skip reason)"
+    )
+
+
+def _no_skips() -> bool:
+    return os.environ.get("SIMIA_NO_SKIPS") == "1"
+
+
+def _skip_as_failure(report: pytest.CollectReport | pytest.TestReport, where: str) -> None:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    report.outcome = "failed"
+    report.longrepr = (
+        f"SIMIA_NO_SKIPS=1: {where} was skipped ({reason}). CI installs every extra (`make install`), so this must "
+        "run here: install what it needs, or mark the test `allowed_skip` if the skip is intended."
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    report = yield
+    if _no_skips() and report.skipped:
+        _skip_as_failure(report, f"collecting {collector.nodeid}")
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    allowed = item.get_closest_marker("allowed_skip") is not None
+    if _no_skips() and report.skipped and not hasattr(report, "wasxfail") and not allowed:
+        _skip_as_failure(report, item.nodeid)
+    return report

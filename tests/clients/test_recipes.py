@@ -46,10 +46,34 @@ async def test_the_openai_agents_sdk_recipe_calls_simulated_tools(make_server: A
     assert result["milk"] == 4 and '"qty": 4' in result["output"]
 
 
-def test_the_claude_desktop_config_runs_simia_over_stdio() -> None:
-    config = json.loads((ROOT / "examples" / "claude_desktop_config.json").read_text())
-    args = config["mcpServers"]["simia-retail"]["args"]
-    assert args[:3] == ["serve", "--transport", "stdio"] and "--world" in args
+@pytest.mark.slow
+async def test_the_claude_desktop_config_runs_simia_over_stdio(tmp_path: Path) -> None:
+    """Runs the config's command as Claude Desktop would, and speaks MCP to it over stdin/stdout."""
+    import asyncio
+    import os
+    import sqlite3
+
+    from mcp import Client, StdioServerParameters
+
+    config = json.loads((ROOT / "examples" / "claude_desktop_config.json").read_text())["mcpServers"]["simia-retail"]
+    assert Path(config["command"]).name == "simia"  # the console script, run here as `python -m simia.cli`
+    args = list(config["args"])
+    args[args.index("--world") + 1] = "mock"  # this machine's paths and a scripted model instead of a real one
+    args[args.index("--db") + 1] = str(tmp_path / "simia.db")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "simia.cli", *args, "--backend", f"scripted:{ROOT / 'tests' / 'fixtures' / 'mock_script.json'}"],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        cwd=str(tmp_path),  # a desktop client starts it anywhere: the bundled worlds are found without a path
+    )
+    async with asyncio.timeout(60), Client(params) as client:
+        tools = await client.list_tools()
+        changed = await client.call_tool("set_quantity", {"name": "milk", "qty": 4})
+    assert [t.name for t in tools.tools] == ["list_items", "get_item", "set_quantity"]
+    assert (changed.is_error, changed.structured_content) == (False, {"name": "milk", "qty": 4})
+    with sqlite3.connect(tmp_path / "simia.db") as db:
+        rows = db.execute("SELECT world, seq, json_extract(state, '$.items.milk.qty') FROM episodes").fetchall()
+    assert rows == [("mock", 1, 4)]  # the call was committed to the config's --db
 
 
 @pytest.mark.slow

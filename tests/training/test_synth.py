@@ -114,7 +114,9 @@ def agent(request: CompletionRequest) -> dict[str, Any]:
     return {"message": "", "tool_calls": [{"name": "set_quantity", "arguments": {"name": "milk", "qty": 4}}]}
 
 
-async def test_via_server_keeps_judged_rollouts_with_enough_reward(make_server: Any, tmp_path: Path) -> None:
+async def test_via_server_keeps_only_rewarded_rollouts_and_drops_the_rest_as_low_reward(
+    make_server: Any, tmp_path: Path
+) -> None:
     from simia.sim.judge import Judge
     from simia.training.synth import synthesize_via_server
 
@@ -122,9 +124,22 @@ async def test_via_server_keeps_judged_rollouts_with_enough_reward(make_server: 
         report = await synthesize_via_server(
             MOCK, server.url, FunctionBackend(agent), None, SynthConfig(n=2, out=tmp_path, concurrency=2)
         )
-    # every task's rules hold (reward 1); each task's two runs are identical: one kept, one near-duplicate
-    assert report.generated == 6 and report.kept == 3
-    assert dict(report.dropped) == {"near_duplicate": 3}
+    # the agent sets milk to 4 whatever it is asked: only restock_milk's rules hold; count_apples (apples to 5) and
+    # no_bananas (change nothing) fail theirs. restock_milk's two runs are identical: one kept, one near-duplicate
+    assert report.generated == 6 and report.kept == 1
+    assert dict(report.dropped) == {"low_reward": 4, "near_duplicate": 1}
+    results = [json.loads(line) for line in (tmp_path / "rollouts" / "results.jsonl").read_text().splitlines()]
+    rewards = sorted((r["task"], r["training_reward"]) for r in results)
+    assert rewards == [
+        ("count_apples", 0.0),
+        ("count_apples", 0.0),
+        ("no_bananas", 0.0),
+        ("no_bananas", 0.0),
+        ("restock_milk", 1.0),
+        ("restock_milk", 1.0),
+    ]
     records = [json.loads(line) for line in (tmp_path / "synth.jsonl").read_text().splitlines()]
-    assert sorted(r["key"].split(":")[0] for r in records) == ["count_apples", "no_bananas", "restock_milk"]
-    assert all(r["messages"][0]["role"] == "system" and len(r["tools"]) == 3 for r in records)
+    assert [r["key"].split(":")[0] for r in records] == ["restock_milk"]
+    assert records[0]["messages"][0]["role"] == "system" and len(records[0]["tools"]) == 3
+    call = records[0]["messages"][2]["tool_calls"][0]["function"]
+    assert (call["name"], json.loads(call["arguments"])) == ("set_quantity", {"name": "milk", "qty": 4})

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from simia.sim import load_worlds
 from simia.sim.backends import FunctionBackend
 from simia.sim.wire import WorldInfo
 from simia.testing.mock_world import mock_world_answer
-from simia.training import models
+from simia.training import grpo, models
 from simia.training.export import export
 from simia.training.grpo import GRPORun, environment_class, task_dataset
 from simia.training.grpo import train as grpo_train
@@ -60,6 +62,47 @@ def served(server: str, name: str = "mock") -> WorldInfo:
     """The world as the server describes it (what the trainer gets)."""
     with SyncSimiaClient(server) as api:
         return next(w for w in api.worlds() if w.name == name)
+
+
+Acts = Callable[[str, int], list[tuple[str, dict[str, Any]]]]
+"""(task, how many resets came before) -> the tool calls an environment makes right after its reset."""
+
+
+def _run(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine to completion from sync code, whether or not this thread runs an event loop."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def acting_environments(acts: Acts) -> Callable[..., type]:
+    """An `environment_class` whose environments make `acts(task, n)` tool calls through their own tool methods
+    (the ones TRL calls for the policy's tool calls) right after `reset`: a stand-in for a policy that calls the
+    tools, since a random tiny model never writes a valid tool call."""
+
+    def make(server: str, world: WorldInfo, token: str | None = None) -> type:
+        base = environment_class(server, world, token)
+        resets = itertools.count()
+
+        class Acting(base):  # type: ignore[valid-type,misc]
+            def reset(self, **row: Any) -> str | None:
+                observation: str | None = super().reset(**row)
+                for name, arguments in acts(str(row.get("task")), next(resets)):
+                    _run(getattr(self, name)(**arguments))
+                return observation
+
+        return Acting
+
+    return make
+
+
+def ended_episodes(server: str) -> dict[str, list[tuple[int, int | None]]]:
+    """Task -> (tool calls, the judge's reward) of each ended episode, sorted."""
+    with SyncSimiaClient(server) as api:
+        ended = api.list_episodes(status="ended")
+    out: dict[str, list[tuple[int, int | None]]] = {}
+    for episode in ended:
+        out.setdefault(str(episode.task), []).append((episode.calls, episode.reward))
+    return {task: sorted(runs, key=lambda r: (r[0], -1 if r[1] is None else r[1])) for task, runs in out.items()}
 
 
 async def sft_dataset(tmp_path: Path) -> Path:
@@ -149,7 +192,44 @@ async def test_the_environment_exposes_world_tools_and_returns_the_judges_reward
     assert len(forks) == 2 and len({e["parent_id"] for e in forks}) == 1  # one snapshot per group
 
 
-def test_grpo_steps_on_a_tiny_model_get_rewards_from_the_judge(server: str, tmp_path: Path) -> None:
+MILK_4 = ("set_quantity", {"name": "milk", "qty": 4})
+APPLES_5 = ("set_quantity", {"name": "apple", "qty": 5})
+
+
+@pytest.mark.parametrize(
+    ("task", "calls", "reward"),
+    [
+        ("restock_milk", [MILK_4], 1.0),
+        ("restock_milk", [], 0.0),
+        ("restock_milk", [("set_quantity", {"name": "milk", "qty": 3})], 0.0),
+        ("count_apples", [("get_item", {"name": "apple"}), APPLES_5], 1.0),
+        ("count_apples", [("get_item", {"name": "apple"})], 0.0),  # counted, never topped up
+        ("count_apples", [MILK_4], 0.0),
+        ("count_apples", [APPLES_5, MILK_4], 0.0),  # the right call, and a change nobody asked for
+        ("no_bananas", [("set_quantity", {"name": "banana", "qty": 6})], 1.0),  # refused: item_not_found
+        ("no_bananas", [("set_quantity", {"name": "apple", "qty": 6})], 0.0),
+        ("no_bananas", [MILK_4], 0.0),
+    ],
+)
+async def test_every_mock_tasks_reward_depends_on_what_the_environment_was_asked_to_do(
+    server: str, task: str, calls: list[tuple[str, dict[str, Any]]], reward: float
+) -> None:
+    env = environment_class(server, served(server))()
+    await asyncio.to_thread(env.reset, task=task, group=task)
+    for name, arguments in calls:
+        await getattr(env, name)(**arguments)
+    assert await asyncio.to_thread(env._end, None) == reward
+
+
+def test_grpo_steps_log_the_judges_reward_of_what_each_rollout_did(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one group per step, in dataset order: restock_milk's group, then count_apples's. The random tiny policy never
+    # writes a valid tool call; the first restock_milk rollout's environment makes the right one for it
+    def acts(task: str, n: int) -> list[tuple[str, dict[str, Any]]]:
+        return [MILK_4] if (task, n) == ("restock_milk", 0) else []
+
+    monkeypatch.setattr(grpo, "environment_class", acting_environments(acts))
     run = GRPORun(
         server=server,
         world="mock",
@@ -157,16 +237,17 @@ def test_grpo_steps_on_a_tiny_model_get_rewards_from_the_judge(server: str, tmp_
         model="tiny",
         max_steps=2,
         num_generations=2,
-        batch_size=4,
+        batch_size=2,
         max_completion_length=160,
         output_dir=str(tmp_path / "g"),
         save=False,
         shuffle=False,
     )
     result = grpo_train(run, served(server))
-    # each step holds one group per task: count_apples holds without any call (reward 1),
-    # restock_milk needs one (a random model scores 0)
-    assert result["steps"] == 2 and result["rewards"] == [0.5, 0.5]
+    # step 1: one of restock_milk's two rollouts set the milk; step 2: count_apples needs the apples topped up and
+    # nobody did (before issue 17 it needed nothing and every rollout scored 1)
+    assert result["steps"] == 2 and result["rewards"] == [0.5, 0.0]
+    assert ended_episodes(server) == {"restock_milk": [(0, 0), (1, 1)], "count_apples": [(0, 0), (0, 0)]}
     assert len(task_dataset(served(server), "restock_milk,count_apples")) == 16
 
 
@@ -196,7 +277,11 @@ def test_sft_smoke_on_smollm2_from_the_gguf(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_grpo_smoke_on_smollm2(server: str, tmp_path: Path) -> None:
+def test_grpo_smoke_on_smollm2(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def acts(task: str, n: int) -> list[tuple[str, dict[str, Any]]]:
+        return [APPLES_5] if n == 0 else []  # the first rollout's environment tops the apples up
+
+    monkeypatch.setattr(grpo, "environment_class", acting_environments(acts))
     run = GRPORun(
         server=server,
         world="mock",
@@ -210,11 +295,15 @@ def test_grpo_smoke_on_smollm2(server: str, tmp_path: Path) -> None:
         save=False,
     )
     result = grpo_train(run, served(server))
-    assert result["steps"] == 1 and result["rewards"] == [1.0]
+    # the trainer logged the mean of the judge's verdicts on its two episodes; the acting rollout is rewarded
+    # (SmolLM2 would have to undo its call to change that)
+    verdicts = [reward for _, reward in ended_episodes(server)["count_apples"]]
+    assert result["steps"] == 1 and len(verdicts) == 2 and None not in verdicts and 1 in verdicts
+    assert result["rewards"] == [sum(r or 0 for r in verdicts) / 2]
 
 
 def test_the_multi_turn_rollout_func_trains_with_a_simulated_user_and_keeps_token_data(
-    server: str, tmp_path: Path
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import httpx2 as httpx
     from simia.sim.backends import CompletionRequest
@@ -223,6 +312,10 @@ def test_the_multi_turn_rollout_func_trains_with_a_simulated_user_and_keeps_toke
         turn = sum(1 for m in request.messages if m["role"] == "assistant")
         return {"message": "Could you check the apples again?", "done": turn >= 2}
 
+    def acts(task: str, n: int) -> list[tuple[str, dict[str, Any]]]:
+        return [APPLES_5] if n == 0 else []  # the first rollout's environment tops the apples up
+
+    monkeypatch.setattr(grpo, "environment_class", acting_environments(acts))
     task = MOCK.task("count_apples")
     assert task is not None and task.user_hidden  # a multi-turn task
     run = GRPORun(
@@ -239,7 +332,9 @@ def test_the_multi_turn_rollout_func_trains_with_a_simulated_user_and_keeps_toke
         save=False,
     )
     result = grpo_train(run, served(server), user_backend=FunctionBackend(user))
-    assert result["steps"] == 1 and result["rewards"] == [1.0]  # the judge's verdicts reached the trainer
+    # the judge's verdicts reached the trainer: one rollout topped the apples up, the random policy did not
+    assert result["steps"] == 1 and result["rewards"] == [0.5]
+    assert ended_episodes(server) == {"count_apples": [(0, 0), (1, 1)]}  # the rollout that acted was rewarded
     with httpx.Client(base_url=server) as http:
         ended = [e for e in http.get("/v1/episodes", params={"status": "ended"}).json()["episodes"]]
         episode = http.get(f"/v1/episodes/{ended[0]['id']}").json()
