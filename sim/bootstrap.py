@@ -93,6 +93,7 @@ class BootstrapReport:
     tasks_kept: list[str] = field(default_factory=list)
     tasks_dropped: list[dict[str, Any]] = field(default_factory=list)
     model_calls: int = 0
+    last_model_problem: str = ""
 
     def render(self) -> str:
         lines = [
@@ -164,8 +165,8 @@ async def _draft_state(
     ]
     for _ in range(config.max_attempts):
         data = await _complete(backend, messages, STATE_ANSWER, "world_state", config, report)
-        problems = _state_problems(world, data)
-        if not problems:
+        problems = _state_problems(world, data, report.last_model_problem)
+        if data is not None and not problems:
             return data["state_schema"], data["state"]
         report.state_problems = problems
         messages += [
@@ -175,9 +176,9 @@ async def _draft_state(
     return None
 
 
-def _state_problems(world: World, data: dict[str, Any] | None) -> list[str]:
+def _state_problems(world: World, data: dict[str, Any] | None, model_problem: str) -> list[str]:
     if data is None:
-        return ["the model gave no JSON answer"]
+        return [f"the model gave no usable answer: {model_problem or 'not a JSON object'}"]
     schema, state = data.get("state_schema"), data.get("state")
     if not isinstance(schema, dict) or schema.get("type") != "object":
         return ["state_schema must be a JSON Schema object with type object"]
@@ -240,7 +241,7 @@ async def _draft_tasks(
             if len(kept) == wanted:
                 return kept
         if not problems_all and data is None:
-            problems_all = ["the model gave no JSON answer"]
+            problems_all = [f"the model gave no usable answer: {report.last_model_problem or 'not a JSON object'}"]
         messages += [
             {"role": "assistant", "content": json.dumps(data)},
             {"role": "user", "content": _ask_json(problems_all or [f"write {wanted - len(kept)} more tasks"])},
@@ -257,13 +258,15 @@ async def _complete(
     report: BootstrapReport,
 ) -> dict[str, Any] | None:
     report.model_calls += 1
+    report.last_model_problem = ""
     try:
         completion = await backend.complete(
             CompletionRequest(
                 messages=messages, schema=schema, schema_name=name, max_tokens=config.max_tokens, temperature=0.7
             )
         )
-    except BackendError:
+    except BackendError as exc:
+        report.last_model_problem = str(exc)
         return None
     return completion.data if isinstance(completion.data, dict) else None
 

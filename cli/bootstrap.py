@@ -1,0 +1,52 @@
+"""`simia bootstrap`: a model drafts the state and tasks of a world that has tools but lacks them."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from simia.sim.bootstrap import BootstrapConfig, bootstrap
+from simia.sim.errors import WorldError
+
+from ._common import CliError, add_model_flags, add_worlds_dir, backend, load_world_set, positive
+
+__all__ = ["register"]
+
+
+def _folder(args: argparse.Namespace) -> Path:
+    """WORLD: a world folder, or the name of a world in --worlds-dir."""
+    path = Path(args.world)
+    if (path / "world.yaml").is_file():
+        return path
+    world = load_world_set(args, quiet=True).get(args.world)
+    if world is None or not world.source:
+        raise CliError(f"{args.world!r} is neither a world folder (with world.yaml) nor a world in --worlds-dir")
+    return Path(world.source)
+
+
+def _bootstrap(args: argparse.Namespace) -> int:
+    folder = _folder(args)
+    model = backend(args.backend, args)
+    config = BootstrapConfig(entities=args.entities, tasks=args.tasks, force=args.force)
+    try:
+        report = asyncio.run(bootstrap(folder, model, config))
+    except WorldError as exc:
+        problems = "; ".join(str(issue) for issue in exc.issues[:3])
+        raise CliError(f"{folder}: the world does not load ({problems}); fix it first (`simia validate`)") from None
+    print(report.render())
+    print(f"report: {folder / 'bootstrap_report.json'}")
+    return 0 if report.state != "dropped" and (report.tasks_written or report.tasks_kept) else 1
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("bootstrap", help="draft the state and tasks of a world that has only tools")
+    p.add_argument("world", metavar="WORLD", help="a world folder, or a world name in --worlds-dir")
+    p.add_argument("--backend", metavar="SPEC", help="the drafting model (backend SPEC)")
+    add_model_flags(p)
+    p.add_argument("--entities", type=positive, default=3, help="records per collection in the drafted state (3)")
+    p.add_argument("--tasks", type=positive, default=5, help="tasks the world should have when done (5)")
+    p.add_argument("--force", action="store_true", help="replace hand-written state.json, state_schema and tasks")
+    add_worlds_dir(p)
+    p.set_defaults(func=_bootstrap)

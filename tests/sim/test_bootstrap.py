@@ -1,0 +1,186 @@
+"""`simia bootstrap`: a model drafts state and tasks for a world with only tools; every draft is checked."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from simia.sim import load_world
+from simia.sim.backends import CompletionRequest, FunctionBackend
+from simia.sim.bootstrap import BootstrapConfig, bootstrap, check_task
+from simia.sim.judge import rule_checks
+from simia.sim.world import Task
+from simia.testing import FakeProvider
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = {
+    "type": "object",
+    "required": ["items"],
+    "properties": {"items": {"type": "object", "additionalProperties": {"type": "object", "required": ["qty"]}}},
+}
+STATE = {"items": {"apple": {"qty": 3, "unit": "pieces"}, "milk": {"qty": 0, "unit": "litres"}}}
+GOOD = {
+    "id": "restock_milk",
+    "instruction": "Set the milk to 2 litres.",
+    "user_hidden": "It is for breakfast.",
+    "rubric": "The agent sets milk to 2 and confirms.",
+    "expected_state": {"/items/milk/qty": 2},
+}
+ALREADY_TRUE = {**GOOD, "id": "keep_apples", "expected_state": {"/items/apple/qty": 3}}
+UNREACHABLE = {**GOOD, "id": "fly", "expected_state": {"/planes/a380/seats": 4}}
+SECOND = {**GOOD, "id": "more_apples", "instruction": "Make it 6 apples.", "expected_state": {"/items/apple/qty": 6}}
+
+
+def tools_only_world(base: Path) -> Path:
+    """The mock world's tools and policy, without state, state schema or tasks (as an import leaves it)."""
+    folder = base / "pantry"
+    folder.mkdir(parents=True)
+    raw = yaml.safe_load((ROOT / "tool_specs" / "mock" / "world.yaml").read_text())
+    raw.pop("state_schema", None)
+    raw["name"] = "pantry"
+    (folder / "world.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    return folder
+
+
+def drafter(request: CompletionRequest) -> dict[str, Any]:
+    """A model that drafts the pantry; its first task batch has two bad tasks, fixed when told."""
+    if request.schema_name == "world_state":
+        return {"state_schema": SCHEMA, "state": STATE}
+    told = any("already holds" in str(m["content"]) for m in request.messages)
+    return {"tasks": [GOOD, SECOND] if told else [GOOD, ALREADY_TRUE, UNREACHABLE]}
+
+
+async def test_bootstrap_writes_a_state_and_tasks_whose_rules_fail_before_the_agent_acts(tmp_path: Path) -> None:
+    folder = tools_only_world(tmp_path)
+    backend = FunctionBackend(drafter)
+    report = await bootstrap(folder, backend, BootstrapConfig(tasks=2))
+    world = load_world(folder)  # everything written loads
+    assert world.initial_state == STATE and world.state_schema == SCHEMA
+    assert [t.id for t in world.tasks] == ["restock_milk", "more_apples"]
+    assert all(not any(c["passed"] for c in rule_checks(t, world.initial_state)) for t in world.tasks)
+    assert (report.state, report.tasks_written, report.tasks_dropped) == (
+        "drafted",
+        ["restock_milk", "more_apples"],
+        [],
+    )
+    feedback = str(backend.requests[2].messages[-1]["content"])  # the second task draft was told what was wrong
+    assert "task 'keep_apples': every rule already holds before the agent acts" in feedback
+    assert "task 'fly': /planes/a380/seats: its parent is not in the state" in feedback
+    assert json.loads((folder / "bootstrap_report.json").read_text())["tasks_written"] == [
+        "restock_milk",
+        "more_apples",
+    ]
+
+
+async def test_a_rerun_keeps_what_exists_and_force_replaces_it(tmp_path: Path) -> None:
+    folder = tools_only_world(tmp_path)
+    await bootstrap(folder, FunctionBackend(drafter), BootstrapConfig(tasks=1))
+    hand = {**STATE, "items": {**STATE["items"], "rice": {"qty": 1}}}
+    (folder / "state.json").write_text(json.dumps(hand))
+    again = FunctionBackend(drafter)
+    report = await bootstrap(folder, again, BootstrapConfig(tasks=2))
+    assert report.state == "kept (existing state.json)" and report.tasks_kept == ["restock_milk"]
+    assert load_world(folder).initial_state == hand  # the hand-written state survived
+    assert all(r.schema_name == "world_tasks" for r in again.requests)  # no state was drafted
+    forced = await bootstrap(folder, FunctionBackend(drafter), BootstrapConfig(tasks=1, force=True))
+    assert forced.state == "drafted" and load_world(folder).initial_state == STATE
+
+
+async def test_drafts_that_stay_bad_are_dropped_with_reasons_and_nothing_breaks(tmp_path: Path) -> None:
+    folder = tools_only_world(tmp_path)
+
+    def stubborn(request: CompletionRequest) -> dict[str, Any]:
+        if request.schema_name == "world_state":
+            return {"state_schema": SCHEMA, "state": {"items": {"apple": {"unit": "pieces"}}}}  # breaks the schema
+        return {"tasks": [ALREADY_TRUE]}
+
+    report = await bootstrap(folder, FunctionBackend(stubborn), BootstrapConfig(tasks=1, max_attempts=2))
+    assert report.state == "dropped" and report.state_problems[0].startswith("state breaks state_schema")
+    assert not (folder / "state.json").exists() and not (folder / "tasks.jsonl").exists()
+    assert "state_schema" not in yaml.safe_load((folder / "world.yaml").read_text())
+
+
+def test_check_task_names_each_problem() -> None:
+    bad_patch = Task.model_validate({**GOOD, "initial_state_patch": [{"op": "remove", "path": "/nothing"}]})
+    assert check_task(bad_patch, STATE, SCHEMA)[0].startswith("initial_state_patch does not apply")
+    assert check_task(Task.model_validate({**GOOD, "id": "a b"}), STATE, None) == [
+        "id 'a b' must be 1-64 letters, digits, '_', '.', '-'"
+    ]
+    assert check_task(Task.model_validate(GOOD), STATE, SCHEMA) == []
+
+
+async def simia(*args: str) -> subprocess.CompletedProcess[str]:
+    """`simia ARGS` as a subprocess (in a thread: the fake provider answers from this event loop)."""
+    command = [sys.executable, "-m", "simia.cli", *args]
+    return await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.slow
+async def test_the_bootstrap_command_drafts_through_a_provider_then_a_rollout_is_judged(tmp_path: Path) -> None:
+    folder = tools_only_world(tmp_path)
+
+    def provider(body: dict[str, Any]) -> dict[str, Any]:
+        name = body.get("response_format", {}).get("json_schema", {}).get("name", "")
+        return drafter(CompletionRequest(messages=body["messages"], schema={}, schema_name=name))
+
+    async with FakeProvider(provider).running() as fake:
+        base = ("--backend", "openai-compatible:drafter", "--base-url", fake.base_url)
+        done = await simia("bootstrap", str(folder), "--tasks", "2", *base)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("world pantry: state drafted; tasks written 2, kept 0, dropped 0")
+    validated = await simia("validate", str(folder))
+    assert validated.returncode == 0, validated.stderr
+    set_milk = {"name": "set_quantity", "arguments": {"name": "milk", "qty": 2}}
+    agent = tmp_path / "agent.json"
+    agent.write_text(json.dumps([
+        {"match": "Set the milk", "data": {"message": "", "tool_calls": [set_milk]}},
+        {"data": {"message": "Done.", "tool_calls": []}},
+    ]))  # fmt: skip
+    patch = [{"op": "replace", "path": "/items/milk/qty", "value": 2}]
+    answer = {
+        "is_error": False,
+        "error_code": None,
+        "message": "ok",
+        "output": set_milk["arguments"],
+        "state_patch": patch,
+    }
+    user = tmp_path / "user.json"  # the task has user_hidden facts: a simulated user plays it
+    user.write_text(json.dumps([{"data": {"message": "Set the milk to 2 litres, please.", "done": True}}]))
+    sim = tmp_path / "sim.json"
+    verdict = {"criteria": [], "reasoning": "milk set to 2", "reward": 1}  # the in-process judge is this model too
+    sim.write_text(
+        json.dumps([{"match": "Call: set_quantity", "data": answer}, {"match": "# Rubric", "data": verdict}])
+    )
+    rolled = await simia(
+        "rollout", "--world", "pantry", "--worlds-dir", str(tmp_path), "--tasks", "restock_milk",
+        "--agent", f"scripted:{agent}", "--user", f"scripted:{user}", "--sim-backend", f"scripted:{sim}",
+        "--out", str(tmp_path / "runs"),
+    )  # fmt: skip
+    assert rolled.returncode == 0, rolled.stderr
+    [result] = [json.loads(line) for line in (tmp_path / "runs" / "results.jsonl").read_text().splitlines()]
+    assert (result["status"], result["verdict_status"], result["reward"]) == ("judged", "ok", 1)
+
+
+@pytest.mark.local_model
+@pytest.mark.slow
+async def test_on_the_embedded_model_bootstrap_writes_a_valid_world_or_says_why_not(tmp_path: Path) -> None:
+    from simia.sim.backends.local import LocalBackend
+
+    folder = tools_only_world(tmp_path)
+    report = await bootstrap(
+        folder, LocalBackend(slot="bootstrap"), BootstrapConfig(tasks=1, max_attempts=1, max_tokens=384)
+    )
+    world = load_world(folder)  # whatever was written loads
+    print(report.render())  # the figure, not asserted: the 135M model rarely drafts usable tasks
+    if report.state == "drafted":
+        assert world.initial_state and (folder / "state.json").is_file()
+    else:
+        assert report.state == "dropped" and report.state_problems and not (folder / "state.json").exists()
+    assert len(world.tasks) == len(report.tasks_written)
+    assert all(d["problems"] for d in report.tasks_dropped)
