@@ -74,18 +74,22 @@ class Agent:
         instruction: str,
         policy: str = "",
         user: UserSimulator | None = None,
+        seed: int | None = None,
     ) -> EpisodeRun:
         """Run one episode: `episode` is an episode's MCP URL or an open SDK `Client` on it
-        (`SimiaClient.mcp(episode)` gives one that carries the bearer token)."""
+        (`SimiaClient.mcp(episode)` gives one that carries the bearer token). With `seed`, every model
+        request carries a seed derived from it (turn by turn), where the provider accepts one."""
         if isinstance(episode, Client):
-            return await self._run(episode, instruction, policy, user)
+            return await self._run(episode, instruction, policy, user, seed)
         async with Client(episode) as client:
-            return await self._run(client, instruction, policy, user)
+            return await self._run(client, instruction, policy, user, seed)
 
-    async def _run(self, client: Client, instruction: str, policy: str, user: UserSimulator | None) -> EpisodeRun:
+    async def _run(
+        self, client: Client, instruction: str, policy: str, user: UserSimulator | None, seed: int | None
+    ) -> EpisodeRun:
         run = EpisodeRun(transcript=[])
         try:
-            await self._loop(client, instruction, policy, user, run)
+            await self._loop(client, instruction, policy, user, run, seed)
         except BackendError as exc:  # the policy's or the user's model, after its own retries
             run.stop, run.agent_error = "agent_error", f"the agent's model failed: {exc}"
             return run
@@ -95,7 +99,13 @@ class Agent:
         return run
 
     async def _loop(
-        self, client: Client, instruction: str, policy: str, user: UserSimulator | None, run: EpisodeRun
+        self,
+        client: Client,
+        instruction: str,
+        policy: str,
+        user: UserSimulator | None,
+        run: EpisodeRun,
+        seed: int | None,
     ) -> None:
         listed = await client.list_tools()
         tools = listed.tools
@@ -113,6 +123,7 @@ class Agent:
         calls_made = 0
         while run.turns < self.max_turns:
             run.turns += 1
+            turn_seed = None if seed is None else seed * 1_000 + run.turns
             if native:  # the provider's own tool calling, on the OpenAI-format transcript itself
                 completion = await self.backend.complete_tools(
                     ToolRequest(
@@ -120,6 +131,7 @@ class Agent:
                         tools=function_tools,
                         max_tokens=self.max_tokens,
                         temperature=self.temperature,
+                        seed=turn_seed,
                     )
                 )
             else:
@@ -130,6 +142,7 @@ class Agent:
                         schema_name="agent_action",
                         max_tokens=self.max_tokens,
                         temperature=self.temperature,
+                        seed=turn_seed,
                     )
                 )
             run.usage = run.usage + completion.usage

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -26,7 +28,7 @@ from .agent import Agent, EpisodeRun
 from .api import ServerUnreachable, SimiaApiError, SimiaClient
 from .user import UserSimulator
 
-__all__ = ["RolloutConfig", "RunResult", "RunStatus", "Summary", "rollout", "select_tasks"]
+__all__ = ["RolloutConfig", "RunResult", "RunStatus", "Summary", "TaskStats", "rollout", "select_tasks"]
 
 
 @dataclass
@@ -88,6 +90,56 @@ class RunResult:
 
 
 @dataclass
+class TaskStats:
+    """What a task's usable rewards (judged, not masked) say, over its attempts in attempt order.
+
+    Attributes:
+        task: the task id.
+        n: attempts with a usable reward.
+        mean: mean reward.
+        ci95: Wilson 95% interval of the success rate (rewards are 0/1).
+        pass_k: pass^k for k = 1..n (tau-bench: the chance that k attempts drawn from these all succeed,
+            C(successes, k) / C(n, k)).
+        flips: the share of consecutive attempts whose verdicts differ (identical runs of a reliable agent
+            and judge flip 0).
+    """
+
+    task: str
+    n: int
+    mean: float | None
+    ci95: tuple[float, float] | None
+    pass_k: list[float]
+    flips: float | None
+
+    @classmethod
+    def of(cls, task: str, results: list[RunResult]) -> TaskStats:
+        rewards = [r.training_reward for r in sorted(results, key=lambda r: r.attempt) if r.training_reward is not None]
+        n, wins = len(rewards), sum(1 for r in rewards if r >= 1)
+        pass_k = [math.comb(wins, k) / math.comb(n, k) for k in range(1, n + 1)]
+        flips = sum(a != b for a, b in itertools.pairwise(rewards)) / (n - 1) if n > 1 else None
+        return cls(task, n, sum(rewards) / n if n else None, _wilson(wins, n), pass_k, flips)
+
+    def line(self) -> str:
+        if not self.n or self.mean is None or self.ci95 is None:
+            return f"{self.task}  no usable rewards"
+        passes = " ".join(f"{p:.2f}" for p in self.pass_k)
+        flips = f"{self.flips:.2f}" if self.flips is not None else "-"
+        low, high = self.ci95
+        mean = f"mean {self.mean:.2f} [{low:.2f}, {high:.2f}]"
+        return f"{self.task}  n={self.n}  {mean}  pass^1..{self.n} {passes}  flips {flips}"
+
+
+def _wilson(wins: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
+    """The Wilson score interval of a success rate (sound at 0, 1 and small n, unlike mean +- 2 SE)."""
+    if not n:
+        return None
+    p = wins / n
+    center = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, center - half), min(1.0, center + half))
+
+
+@dataclass
 class Summary:
     """All results of a rollout; `succeeded` is false when no episode was judged."""
 
@@ -105,7 +157,14 @@ class Summary:
             "infra_failed": sum(r.status == "infra_failed" for r in self.results),
             "agent_failed": sum(r.status == "agent_failed" for r in self.results),
             "mean_reward": _mean([r.training_reward for r in self.results if r.training_reward is not None]),
+            "tasks": [asdict(stats) for stats in self.task_stats()],
         }
+
+    def task_stats(self) -> list[TaskStats]:
+        return [
+            TaskStats.of(task, [r for r in self.results if r.task == task])
+            for task in sorted({r.task for r in self.results})
+        ]
 
     def table(self) -> str:
         rows = [("TASK", "RUNS", "JUDGED", "INFRA", "AGENT-FAIL", "MEAN REWARD")]
@@ -123,7 +182,11 @@ class Summary:
                 )
             )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+        table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+        repeated = [s for s in self.task_stats() if s.n > 1]
+        if repeated:  # several attempts per task: how reliable the agent is, and how stable the verdicts
+            table += "\n\n" + "\n".join(s.line() for s in repeated)
+        return table
 
 
 def select_tasks(world: WorldInfo, spec: str) -> list[TaskInfo]:
@@ -248,14 +311,20 @@ async def _run_with_retries(
             continue
         user = (
             UserSimulator(
-                user_backend, instruction=task.instruction, hidden=task.user_hidden, max_tokens=config.user_max_tokens
+                user_backend,
+                instruction=task.instruction,
+                hidden=task.user_hidden,
+                max_tokens=config.user_max_tokens,
+                seed=seed,
             )
             if user_backend is not None and task.user_hidden
             else None
         )
         try:
             async with api.mcp(episode) as session:
-                run = await agent.run(session, instruction=task.instruction, policy=config.world.policy, user=user)
+                run = await agent.run(
+                    session, instruction=task.instruction, policy=config.world.policy, user=user, seed=seed
+                )
         except Exception as exc:  # MCP transport errors and the like: the environment failed
             last = RunResult(
                 task.id, attempt, episode.id, "infra_failed", error=f"{type(exc).__name__}: {exc}", infra_retries=retry

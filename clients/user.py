@@ -30,12 +30,14 @@ class UserSimulator:
         hidden: str | None = None,
         max_tokens: int = 256,
         temperature: float = 0.7,
+        seed: int | None = None,
     ) -> None:
         self.backend = backend
         self.instruction = instruction
         self.hidden = hidden
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.seed = seed
         self.usage = Usage()
         self._pending = Usage()
         hidden_text = hidden or "(none)"
@@ -62,6 +64,7 @@ class UserSimulator:
                 schema_name="user_turn",
                 max_tokens=self.max_tokens,
                 temperature=self.temperature,
+                seed=None if self.seed is None else self.seed * 1_000 + len(self.messages),
             )
         )
         self.usage = self.usage + completion.usage

@@ -97,12 +97,14 @@ class ToolRequest:
     Attributes:
         messages: the conversation, in OpenAI chat format.
         tools: OpenAI function tools, `{"type": "function", "function": {"name", "description", "parameters"}}`.
+        seed: sampling seed, where the provider supports one.
     """
 
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
     max_tokens: int = 1024
     temperature: float = 0.7
+    seed: int | None = None
 
 
 @dataclass(frozen=True)

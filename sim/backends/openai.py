@@ -193,6 +193,7 @@ class OpenAIBackend(Backend):
                 schema_name="agent_action",
                 max_tokens=request.max_tokens,
                 temperature=request.temperature,
+                seed=request.seed,
             ),
             timeout,
         )
@@ -209,6 +210,8 @@ class OpenAIBackend(Backend):
         if self.compatible or not self.model.startswith(_FIXED_TEMPERATURE):
             body["temperature"] = request.temperature
         body["max_tokens" if self.compatible else "max_completion_tokens"] = request.max_tokens
+        if request.seed is not None:
+            body["seed"] = request.seed
         start = time.monotonic()
         reply = await self._post(body, timeout)
         calls = []

@@ -182,3 +182,37 @@ def test_the_rollout_command_serves_in_process_and_writes_results(
     assert capsys.readouterr().out.splitlines()[1].split() == ["restock_milk", "1", "1", "0", "0", "-"]
     assert main(["rollout", "--world", "mock", "--agent", "opnai:x", "--out", str(out)]) == 2
     assert "Did you mean 'openai'" in capsys.readouterr().err
+
+
+def test_task_stats_give_pass_k_a_wilson_interval_and_verdict_flips() -> None:
+    from simia.clients.rollout import RunResult, Summary, TaskStats
+
+    def run(attempt: int, reward: float | None, status: str = "judged") -> RunResult:
+        return RunResult("t", attempt, f"ep{attempt}", status, training_reward=reward)  # type: ignore[arg-type]
+
+    runs = [run(3, 1.0), run(0, 1.0), run(1, 0.0), run(2, 1.0), run(4, None, "infra_failed")]
+    stats = TaskStats.of("t", runs)
+    assert (stats.n, stats.mean) == (4, 0.75)
+    assert stats.pass_k == [0.75, 0.5, 0.25, 0.0]  # C(3,k)/C(4,k)
+    assert stats.flips == 2 / 3  # in attempt order 1, 0, 1, 1: two of three neighbours differ
+    assert stats.ci95 is not None and round(stats.ci95[0], 3) == 0.301 and round(stats.ci95[1], 3) == 0.954
+    all_pass = TaskStats.of("t", [run(i, 1.0) for i in range(3)])
+    assert (all_pass.pass_k, all_pass.flips) == ([1.0, 1.0, 1.0], 0.0)
+    assert TaskStats.of("t", [run(0, None)]).line() == "t  no usable rewards"
+    table = Summary(results=runs).table().splitlines()
+    assert table[-1] == "t  n=4  mean 0.75 [0.30, 0.95]  pass^1..4 0.75 0.50 0.25 0.00  flips 0.67"
+
+
+async def test_a_seeded_rollout_forwards_seeds_to_every_agent_and_user_model_call(
+    make_server: Any, tmp_path: Path
+) -> None:
+    task = MOCK.task("restock_milk")
+    assert task is not None
+    multi_turn = task.model_copy(update={"user_hidden": "You need it for pancakes."})
+    agent, user = FunctionBackend(agent_policy), FunctionBackend(user_policy)
+    async with make_server(judge=Judge(None)) as server:
+        config = RolloutConfig(server=server.url, world=MOCK, tasks=[multi_turn], out=tmp_path, seed=11)
+        await rollout(config, agent, user)
+    seeds = [r.seed for r in agent.requests]
+    assert None not in seeds and len(set(seeds)) == len(seeds) == 3  # one per turn, each different
+    assert None not in [r.seed for r in user.requests]
