@@ -37,6 +37,7 @@ def _export(args: argparse.Namespace) -> int:
             min_reward=args.min_reward,
             status=args.status,
             since=since,
+            injected=args.injected,
         )
     )
     print(report.render())
@@ -55,5 +56,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--status", choices=["active", "ended", "abandoned"], help="only episodes with this status")
     p.add_argument("--since", metavar="WHEN", help="only episodes created since (ISO date or epoch seconds)")
+    p.add_argument(
+        "--injected",
+        choices=["include", "drop"],
+        default="include",
+        help="episodes with faults injected by a perturbation: include (default) or drop",
+    )
     add_worlds_dir(p)
     p.set_defaults(func=_export)

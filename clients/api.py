@@ -25,6 +25,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel, ValidationError
 from simia.sim.errors import SimiaError
+from simia.sim.perturbation import Perturbation
 from simia.sim.wire import (
     CreateEpisode,
     EndedEpisode,
@@ -75,8 +76,11 @@ def _headers(token: str | None) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"} if token else {}
 
 
-def _create(world: str, task: str | None, seed: int | None) -> dict[str, Any]:
-    return CreateEpisode(world=world, task=task, seed=seed).model_dump(exclude_none=True)
+def _create(
+    world: str, task: str | None, seed: int | None, perturbation: Perturbation | dict[str, Any] | None
+) -> dict[str, Any]:
+    chosen = Perturbation.model_validate(perturbation) if isinstance(perturbation, dict) else perturbation
+    return CreateEpisode(world=world, task=task, seed=seed, perturbation=chosen).model_dump(exclude_none=True)
 
 
 def _end(transcript: list[dict[str, Any]] | None, tokens: TokenData | dict[str, Any] | None) -> dict[str, Any]:
@@ -135,8 +139,17 @@ class SimiaClient:
             raise SimiaApiError(404, "not_found", f"the server does not serve world {name!r}; it serves: {served}")
         return found
 
-    async def create(self, world: str, *, task: str | None = None, seed: int | None = None) -> Episode:
-        return await self._send("POST", "/v1/episodes", Episode, json=_create(world, task, seed))
+    async def create(
+        self,
+        world: str,
+        *,
+        task: str | None = None,
+        seed: int | None = None,
+        perturbation: Perturbation | dict[str, Any] | None = None,
+    ) -> Episode:
+        """A new episode (of `task`, seeded, with injected faults: each optional)."""
+        body = _create(world, task, seed, perturbation)
+        return await self._send("POST", "/v1/episodes", Episode, json=body)
 
     async def get(self, episode_id: str) -> EpisodeDetail:
         return await self._send("GET", f"/v1/episodes/{episode_id}", EpisodeDetail)
@@ -203,8 +216,15 @@ class SyncSimiaClient:
     def worlds(self) -> list[WorldInfo]:
         return self._send("GET", "/v1/worlds", WorldList).worlds
 
-    def create(self, world: str, *, task: str | None = None, seed: int | None = None) -> Episode:
-        return self._send("POST", "/v1/episodes", Episode, json=_create(world, task, seed))
+    def create(
+        self,
+        world: str,
+        *,
+        task: str | None = None,
+        seed: int | None = None,
+        perturbation: Perturbation | dict[str, Any] | None = None,
+    ) -> Episode:
+        return self._send("POST", "/v1/episodes", Episode, json=_create(world, task, seed, perturbation))
 
     def get(self, episode_id: str) -> EpisodeDetail:
         return self._send("GET", f"/v1/episodes/{episode_id}", EpisodeDetail)

@@ -347,7 +347,11 @@ class SimiaApp:
     async def create_episode(self, request: Request) -> Response:
         body = await _parse(request, CreateEpisode)
         episode = await self.service.create(
-            body.world, task=body.task, seed=body.seed, principal=request.state.principal
+            body.world,
+            task=body.task,
+            seed=body.seed,
+            principal=request.state.principal,
+            perturbation=body.perturbation,
         )
         return _json(self._episode(request, episode, Episode), status=201)
 

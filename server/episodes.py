@@ -20,12 +20,15 @@ import logging
 import secrets
 import time
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
+from pydantic_core import to_json
 from simia.sim.judge import EpisodeView, Judge
+from simia.sim.perturbation import PRE_CALL, Perturbation, applicable, choose_fault, injected_error, perturb_output
 from simia.sim.prompts import PastCall
+from simia.sim.schema import validate_instance
 from simia.sim.simulator import Simulator, Step, ToolCall
 from simia.sim.state import apply_patch
 from simia.sim.store import EpisodeRecord, EventRecord, Store
@@ -113,9 +116,16 @@ class EpisodeService:
         return world
 
     async def create(
-        self, world_name: str, *, task: str | None = None, seed: int | None = None, principal: str = ""
+        self,
+        world_name: str,
+        *,
+        task: str | None = None,
+        seed: int | None = None,
+        principal: str = "",
+        perturbation: Perturbation | None = None,
     ) -> EpisodeRecord:
-        """Start an episode; a task's `initial_state_patch` is applied to the world's state."""
+        """Start an episode; a task's `initial_state_patch` is applied to the world's state. `perturbation`
+        (default: the world's `simulator.perturbation`) injects faults into its calls."""
         world = self.world(world_name)
         await self._check_capacity()
         state = copy.deepcopy(world.initial_state)
@@ -125,7 +135,15 @@ class EpisodeService:
                 ids = ", ".join(t.id for t in world.tasks) or "(this world has no tasks)"
                 raise NotFound(f"unknown task {task!r} in world {world.name!r}; tasks: {ids}")
             state = apply_patch(state, spec.initial_state_patch, world.state_schema)
-        return await self._open(world, state, task=task, seed=seed, principal=principal)
+        chosen = perturbation or world.simulator.perturbation
+        return await self._open(
+            world,
+            state,
+            task=task,
+            seed=seed,
+            principal=principal,
+            perturbation=chosen.model_dump() if chosen is not None else None,
+        )
 
     async def fork(self, episode_id: str, *, step: int | None, principal: str) -> EpisodeRecord:
         """A new active episode starting from `episode_id`'s state after `step` (default: its last step)."""
@@ -146,6 +164,7 @@ class EpisodeService:
             parent_id=parent.id,
             fork_step=step,
             group_id=parent.group_id or parent.id,
+            perturbation=parent.perturbation,
         )
 
     async def _open(self, world: World, state: dict[str, Any], **fields: Any) -> EpisodeRecord:
@@ -269,18 +288,26 @@ class EpisodeService:
             event = await self.store.commit_event(episode_id, event, None)
             self._applied(entry, episode, event, None)
             return world.name, event
-        window = entry.window(world.simulator.window)
-        seed = None if episode.seed is None else episode.seed * 100_003 + episode.seq
-        step = await self.simulator.step(
-            world,
-            episode.state,
-            window,
-            ToolCall(tool, arguments),
-            seed=seed,
-            max_argument_bytes=self.settings.max_argument_bytes,
-        )
-        new_state = step.state if step.state is not episode.state and step.state_patch else None
-        event = await self.store.commit_event(episode_id, _event_of(step, request_key), new_state)
+        fault = self._fault(episode, world, tool)
+        if fault in PRE_CALL:
+            event = _injected(world, tool, arguments, fault, request_key)
+            new_state = None
+        else:
+            window = entry.window(world.simulator.window)
+            seed = None if episode.seed is None else episode.seed * 100_003 + episode.seq
+            step = await self.simulator.step(
+                world,
+                episode.state,
+                window,
+                ToolCall(tool, arguments),
+                seed=seed,
+                max_argument_bytes=self.settings.max_argument_bytes,
+            )
+            new_state = step.state if step.state is not episode.state and step.state_patch else None
+            event = _event_of(step, request_key)
+            if fault is not None and not step.is_error:
+                event, new_state = _perturbed(world, event, new_state, fault, entry.recent, request_key)
+        event = await self.store.commit_event(episode_id, event, new_state)
         self._applied(entry, episode, event, new_state)
         return world.name, event
 
@@ -292,6 +319,14 @@ class EpisodeService:
             return  # a retried request answered from the store: nothing new
         episode.advance(event, new_state)
         entry.recent.append(event)
+
+    def _fault(self, episode: EpisodeRecord, world: World, tool: str) -> str | None:
+        """The fault injected into the episode's next call, if its perturbation draws one."""
+        if episode.perturbation is None or world.tool(tool) is None:
+            return None
+        perturbation = Perturbation.model_validate(episode.perturbation)
+        key = str(episode.seed) if episode.seed is not None else episode.id
+        return choose_fault(perturbation, key, episode.seq + 1)
 
     def _budget_problem(self, episode: EpisodeRecord) -> tuple[str, str] | None:
         s = self.settings
@@ -377,6 +412,45 @@ class EpisodeService:
             if entry is not None and entry.record is not None:
                 entry.record.status = "abandoned"
         return ids
+
+
+def _injected(world: World, tool: str, arguments: dict[str, Any], fault: str, key: str | None) -> EventRecord:
+    """The event of a call a pre-call fault stopped (a kind that does not apply falls back to `rate_limit`)."""
+    spec = world.tool(tool)
+    assert spec is not None  # _fault draws faults for known tools only
+    kind = fault if applicable(fault, spec) else "rate_limit"
+    code, message = injected_error(kind, spec)
+    return EventRecord(
+        tool=tool,
+        arguments=arguments,
+        output=None,
+        text=f"Error ({code}): {message}",
+        is_error=True,
+        error_code=code,
+        error_kind="agent",
+        request_key=key,
+        injected=kind,
+    )
+
+
+def _perturbed(
+    world: World,
+    event: EventRecord,
+    new_state: dict[str, Any] | None,
+    fault: str,
+    recent: deque[EventRecord],
+    key: str | None,
+) -> tuple[EventRecord, dict[str, Any] | None]:
+    """A successful call's event after a post-call fault; a fault that does not apply (or whose result would
+    break the tool's output schema) becomes a `rate_limit` instead, and the call's state change is dropped."""
+    spec = world.tool(event.tool)
+    assert spec is not None and event.output is not None
+    earlier = [(e.tool, e.arguments, e.output) for e in recent if not e.is_error]
+    output = perturb_output(fault, spec, event.arguments, event.output, earlier)
+    if output is None or (spec.output_schema and validate_instance(spec.output_schema, output)):
+        return _injected(world, event.tool, event.arguments, "rate_limit", key), None
+    text = to_json(output).decode()
+    return replace(event, output=output, text=text, injected=fault), new_state
 
 
 def _event_of(step: Step, request_key: str | None) -> EventRecord:

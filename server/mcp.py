@@ -23,7 +23,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic_core import to_json
 from simia.sim.store import EventRecord
-from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND, META_SEQ
+from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND, META_INJECTED, META_SEQ
 from simia.sim.world import World
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -64,6 +64,8 @@ def request_key(ctx: ServerRequestContext[Any], name: str, arguments: dict[str, 
 
 def call_result(event: EventRecord, episode_id: str) -> types.CallToolResult:
     meta: dict[str, Any] = {META_EPISODE: episode_id, META_SEQ: event.seq}
+    if event.injected:
+        meta[META_INJECTED] = event.injected
     if event.is_error:
         meta[META_ERROR_KIND] = event.error_kind or "agent"
         meta[META_ERROR_CODE] = event.error_code or ""

@@ -42,6 +42,7 @@ class EpisodeRecord:
     fork_step: int | None = None
     group_id: str | None = None
     verdict: Verdict | None = None
+    perturbation: dict[str, Any] | None = None
     transcript: list[dict[str, Any]] | None = None
     tokens: dict[str, Any] | None = None
     status_reason: str | None = None
@@ -80,6 +81,7 @@ class EpisodeRecord:
             "parent_id": self.parent_id,
             "fork_step": self.fork_step,
             "group_id": self.group_id,
+            "perturbation": self.perturbation,
             "reward": self.verdict.reward if self.verdict is not None else None,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
@@ -106,6 +108,7 @@ class EventRecord:
     request_key: str | None = None
     seq: int = 0
     created_at: float = field(default_factory=time.time)
+    injected: str | None = None  # the kind of an injected fault (simia.sim.perturbation), else None
 
     @property
     def counts_as_call(self) -> bool:
@@ -146,4 +149,5 @@ class EventRecord:
             "model": self.model,
             "detail": self.detail,
             "time": self.created_at,
+            "injected": self.injected,
         }

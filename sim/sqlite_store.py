@@ -53,7 +53,8 @@ CREATE TABLE IF NOT EXISTS episodes (
     snapshot_seq INTEGER NOT NULL DEFAULT 0,
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
-    ended_at REAL
+    ended_at REAL,
+    perturbation TEXT
 );
 CREATE INDEX IF NOT EXISTS episodes_world ON episodes (world, status);
 CREATE INDEX IF NOT EXISTS episodes_updated ON episodes (status, updated_at);
@@ -74,6 +75,7 @@ CREATE TABLE IF NOT EXISTS events (
     model TEXT NOT NULL DEFAULT '',
     detail TEXT NOT NULL DEFAULT '',
     created_at REAL NOT NULL,
+    injected TEXT,
     PRIMARY KEY (episode_id, seq)
 );
 DROP INDEX IF EXISTS events_request;
@@ -92,12 +94,12 @@ CREATE TABLE IF NOT EXISTS snapshots (
 _EPISODE_COLUMNS = [
     "id", "world", "world_hash", "task", "seed", "principal", "status", "seq", "calls", "prompt_tokens",
     "completion_tokens", "cost_usd", "initial_state", "state", "parent_id", "fork_step", "group_id", "verdict",
-    "transcript", "tokens", "status_reason", "created_at", "updated_at", "ended_at",
+    "transcript", "tokens", "status_reason", "created_at", "updated_at", "ended_at", "perturbation",
 ]  # fmt: skip
-_JSON_EPISODE = {"initial_state", "state", "verdict", "transcript", "tokens"}
+_JSON_EPISODE = {"initial_state", "state", "verdict", "transcript", "tokens", "perturbation"}
 _EVENT_COLUMNS = [
     "seq", "request_key", "tool", "arguments", "output", "text", "is_error", "error_code", "error_kind",
-    "state_patch", "usage", "latency_ms", "model", "detail", "created_at",
+    "state_patch", "usage", "latency_ms", "model", "detail", "created_at", "injected",
 ]  # fmt: skip
 _JSON_EVENT = {"arguments", "output", "state_patch", "usage"}
 _INSERT_EPISODE = "INSERT INTO episodes ({}) VALUES ({})".format(
@@ -137,6 +139,10 @@ def _setup(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE episodes ADD COLUMN tokens TEXT")
     if "snapshot_seq" not in columns:  # databases written when every change had a snapshot
         conn.execute("ALTER TABLE episodes ADD COLUMN snapshot_seq INTEGER NOT NULL DEFAULT 0")
+    if "perturbation" not in columns:  # databases written before fault injection
+        conn.execute("ALTER TABLE episodes ADD COLUMN perturbation TEXT")
+    if "injected" not in {row[1] for row in conn.execute("PRAGMA table_info(events)")}:
+        conn.execute("ALTER TABLE events ADD COLUMN injected TEXT")
 
 
 class SqliteStore:
@@ -303,6 +309,7 @@ class SqliteStore:
                 e.model,
                 e.detail,
                 e.created_at,
+                e.injected,
             )
             conn.execute(_INSERT_EVENT, values)
             if state_text is not None and seq - snapshot_seq >= SNAPSHOT_EVERY:

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .perturbation import Perturbation
 from .verdict import Verdict
 from .world import ToolSpec
 
@@ -19,6 +20,7 @@ __all__ = [
     "META_EPISODE",
     "META_ERROR_CODE",
     "META_ERROR_KIND",
+    "META_INJECTED",
     "META_SEQ",
     "CreateEpisode",
     "EndEpisode",
@@ -46,6 +48,8 @@ META_ERROR_KIND = "simia/error_kind"
 """`_meta` key of an error result: `agent` (a bad call, learn from it) or `infra` (retry on a fresh episode)."""
 META_ERROR_CODE = "simia/error_code"
 """`_meta` key of an error result: one of the tool's documented codes or a small generic set."""
+META_INJECTED = "simia/injected"
+"""`_meta` key of a result a perturbation changed: the fault's kind (`simia.sim.perturbation`)."""
 
 
 class _Request(BaseModel):
@@ -63,6 +67,9 @@ class CreateEpisode(_Request):
     task: str | None = Field(default=None, max_length=200, description="A task id of that world.")
     seed: int | None = Field(
         default=None, ge=-(2**62), le=2**62, description="Makes the simulation reproducible (answers are cached)."
+    )
+    perturbation: Perturbation | None = Field(
+        default=None, description="Inject realistic faults at this rate (overrides the world's setting)."
     )
 
 
@@ -181,6 +188,7 @@ class Episode(_Answer):
     parent_id: str | None = None
     fork_step: int | None = None
     group_id: str | None = None
+    perturbation: dict[str, Any] | None = None
     reward: int | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
@@ -211,6 +219,7 @@ class Event(_Answer):
     model: str = ""
     detail: str = ""
     time: float = 0.0
+    injected: str | None = None
 
 
 class EpisodeDetail(EndedEpisode):

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic_core import to_json
 
+from .perturbation import Perturbation
+
 __all__ = [
     "ABSENT",
     "GENERIC_ERRORS",
@@ -103,6 +105,9 @@ class SimulatorHints(_Strict):
     errors: list[ToolErrorSpec] = Field(
         default_factory=list,
         description="More error codes every tool of this world may return (beside the generic ones).",
+    )
+    perturbation: Perturbation | None = Field(
+        default=None, description="Inject realistic faults into this world's episodes (see simia.sim.perturbation)."
     )
 
 

@@ -208,8 +208,12 @@ async def export(
     min_reward: float | None = None,
     status: str | None = None,
     since: float | None = None,
+    injected: str = "include",
 ) -> ExportReport:
-    """Export matching episodes of `db` to `out` in `fmt`; returns what was written and skipped (with reasons)."""
+    """Export matching episodes of `db` to `out` in `fmt`; returns what was written and skipped (with reasons).
+
+    `injected="drop"` leaves out episodes with faults injected by a perturbation (`include` keeps them: they
+    teach an agent to handle rate limits, timeouts and partial results)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     store = open_store(db)
@@ -226,6 +230,10 @@ async def export(
                 report.skipped.append({"episode": episode.id, "problems": [f"world {episode.world!r} not loaded"]})
                 continue
             events = await store.events(episode.id)
+            faults = sorted({e.injected for e in events if e.injected})
+            if faults and injected == "drop":
+                report.skipped.append({"episode": episode.id, "problems": [f"injected faults: {', '.join(faults)}"]})
+                continue
             transcript = transcript_of(episode, events, spec)
             problems = check_transcript(spec, transcript, events, sft=fmt != "rl")
             if fmt == "rl":
