@@ -33,8 +33,10 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
+from mcp import Client, StdioServerParameters
 from simia.server.inprocess import free_port
-from simia.testing import FakeProvider, mock_world_answer
+from simia.sim.adversarial import load_cases
+from simia.testing import FakeProvider, mock_world_answer, parse_simulator_prompt
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -87,12 +89,21 @@ def readme_commands(text: str) -> list[Command]:
     return commands
 
 
+def inline_commands(text: str) -> list[str]:
+    """The commands a README names in its prose: code spans outside fenced blocks that start with `simia`,
+    `make`, `python`, `pip` or `bash` and a word."""
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    spans = re.findall(r"`([^`\n]+)`", prose)
+    return list(dict.fromkeys(s for s in spans if re.match(r"(simia|make|python|pip|bash) \S", s)))
+
+
 COMMANDS = readme_commands(README.read_text(encoding="utf-8"))
+INLINE = inline_commands(README.read_text(encoding="utf-8"))
 
 
 def readme(text: str) -> Command:
-    """The README's command whose text is `text` (it must still be there, word for word)."""
-    found = [c for c in COMMANDS if c.text == text]
+    """The README's command whose text is `text`, from a block or inline (it must still be there, word for word)."""
+    found = [c for c in COMMANDS if c.text == text] + [Command(tuple(shlex.split(s))) for s in INLINE if s == text]
     assert found, f"README.md no longer shows `{text}`: update COVERED and its test"
     return found[0]
 
@@ -142,16 +153,51 @@ NOT_RUN = {
     "make test": "runs this very suite; tests/test_make.py checks what it runs",
 }
 
+SERVE_HELP = "simia serve --help"
+STDIO = "simia serve --transport stdio --world retail"
+REJUDGE = "simia judge EPISODE_ID... --db simia.db --backend SPEC"
+ADVERSARIAL = "simia judge --adversarial --backend SPEC"
+MAKE_HELP = "make help"
+INLINE_COVERED: dict[str, tuple[str, ...]] = {
+    SERVE_HELP: ("test_serve_help_lists_the_limits_the_readme_names",),
+    STDIO: ("test_stdio_serves_one_episode_and_judge_rejudges_it",),
+    REJUDGE: ("test_stdio_serves_one_episode_and_judge_rejudges_it",),
+    ADVERSARIAL: ("test_the_adversarial_check_prints_both_rates",),
+    MAKE_HELP: ("test_make_help_lists_every_target",),
+}
+NAMES_ONLY = "names a command or a flag in prose; the blocks above run the command"
+INLINE_NOT_RUN = {
+    "make install": "installs a venv; tests/test_make.py checks what it runs",
+    "simia demo": "about 2 minutes on the embedded model; tests/clients/test_demo.py runs it (local_model)",
+    "make bench": "minutes at full size, with targets; `make bench-quick` is its smoke test",
+    "make bench-quick": "tests/bench/test_benches.py runs every benchmark --quick",
+    "make lint": "lints this checkout (CI runs it); tests/test_architecture.py runs its import contracts",
+    "pip install torch==2.13.0": "installs",
+    'pip install -e ".[train]"': "installs",
+    "bash .ci/conformance/run.sh": "needs npm; tests/server/test_conformance.py (conformance mark) runs it",
+    "simia validate PATH...": "a synopsis: the `$ simia validate` block runs it",
+    "simia serve": NAMES_ONLY,
+    "simia serve --db": NAMES_ONLY,
+    "simia serve --judge-backend SPEC": NAMES_ONLY,
+    "simia rollout": NAMES_ONLY,
+    "simia export": NAMES_ONLY,
+    "simia export --format ...": NAMES_ONLY,
+    "simia synth": NAMES_ONLY,
+}
+
 
 def test_every_readme_command_is_covered() -> None:
     shown = {c.text for c in COMMANDS}
     assert shown - set(COVERED) - set(NOT_RUN) == set(), "README commands without a test here"
     assert (set(COVERED) | set(NOT_RUN)) - shown == set(), "tests of commands README.md no longer shows"
+    named = set(INLINE)
+    assert named - set(INLINE_COVERED) - set(INLINE_NOT_RUN) == set(), "commands README.md names without a test"
+    assert (set(INLINE_COVERED) | set(INLINE_NOT_RUN)) - named == set(), "tests of commands README.md no longer names"
     tests = {name for name, value in globals().items() if name.startswith("test_") and callable(value)}
-    assert {t for names in COVERED.values() for t in names} <= tests
+    assert {t for names in [*COVERED.values(), *INLINE_COVERED.values()] for t in names} <= tests
 
 
-def test_the_parser_reads_continuations_background_jobs_and_shown_output() -> None:
+def test_the_parsers_read_continuations_background_jobs_shown_output_and_inline_commands() -> None:
     text = (
         "```bash\nsimia serve --db a.db &\n# a comment\nsimia rollout --n 8 \\\n    --out runs/  # why\n```\n"
         "```\n$ simia validate x\nFAIL  x\n```\n```python\nprint(1)\n```\n"
@@ -161,6 +207,8 @@ def test_the_parser_reads_continuations_background_jobs_and_shown_output() -> No
         Command(("simia", "rollout", "--n", "8", "--out", "runs/")),
         Command(("simia", "validate", "x"), output=("FAIL  x",)),
     ]
+    prose = "Run `make help` or `simia serve --help`, not `simia.cli` or `make`:\n```bash\n`make demo`\n```\n"
+    assert inline_commands(prose) == ["make help", "simia serve --help"]
 
 
 def agent_turn(conversation: list[tuple[str, str]]) -> dict[str, Any]:
@@ -243,13 +291,32 @@ def synth_trajectory(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def simulate(body: dict[str, Any]) -> dict[str, Any]:
-    """The simulator: flawless on the mock world (`mock_world_answer`); any other world gets a plain error."""
+    """The simulator: flawless on the mock world (`mock_world_answer`) and on the retail world's
+    find_user_by_email; any other call gets a plain error."""
     if "# World: Mock pantry" in body["messages"][0]["content"]:
         return mock_world_answer(body)
+    tool, arguments, state = parse_simulator_prompt(body["messages"][1]["content"])
+    if tool == "find_user_by_email":
+        found = [uid for uid, user in state["users"].items() if user.get("email") == arguments["email"]]
+        if found:
+            return {
+                "is_error": False,
+                "error_code": None,
+                "message": "ok",
+                "output": {"user_id": found[0]},
+                "state_patch": [],
+            }
+        return {
+            "is_error": True,
+            "error_code": "user_not_found",
+            "message": "No account has this email.",
+            "output": None,
+            "state_patch": [],
+        }
     return {
         "is_error": True,
         "error_code": None,
-        "message": "only the mock world is simulated here",
+        "message": f"{tool} is not simulated here",
         "output": None,
         "state_patch": [],
     }
@@ -617,3 +684,71 @@ async def test_the_training_pipeline_runs_from_rollouts_to_grpo(sandbox: Sandbox
         assert (trained["steps"], trained["output_dir"]) == (1, "checkpoints/grpo"), multi
         assert (sandbox.cwd / "checkpoints" / "grpo" / "config.json").is_file()
         assert sandbox.roles() - before == {"judge": 2, "user": 2}  # 2 generations, each a user turn and a verdict
+
+
+async def test_serve_help_lists_the_limits_the_readme_names(sandbox: Sandbox) -> None:
+    """README "Limits and budgets" (`simia serve --help`): every flag that paragraph names is in the help,
+    with the default it gives (--max-argument-bytes 32768). Run as written."""
+    paragraph = README.read_text(encoding="utf-8").split("**Limits and budgets**", 1)[1].split("\n\n", 1)[0]
+    flags = re.findall(r"`(--[a-z-]+)`", paragraph)
+    assert "--max-argument-bytes" in flags, paragraph
+    done = await sandbox.run(SERVE_HELP)
+    assert done.code == 0, done
+    assert [f for f in flags if f not in done.out] == [], done
+    assert re.search(r"--max-argument-bytes [^(]*\(32768\)", " ".join(done.out.split())), done
+
+
+async def test_stdio_serves_one_episode_and_judge_rejudges_it(sandbox: Sandbox) -> None:
+    """README "Desktop clients": `simia serve --transport stdio --world retail`, as written (the MCP SDK's
+    stdio client starts it; with OPENAI_API_KEY set its default backend is openai:gpt-5.4-mini, the fake),
+    then README "Rewards": `simia judge EPISODE_ID... --db simia.db --backend SPEC` with that episode's id and
+    SPEC = openai:gpt-5.4-mini."""
+    readme(STDIO)
+    argv = sandbox.argv(STDIO, {})
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=sandbox.env, cwd=sandbox.cwd)
+    async with Client(params) as client:
+        tools = await client.list_tools()
+        found = await client.call_tool("find_user_by_email", {"email": "mia.lee@example.com"})
+    assert len(tools.tools) == 10
+    assert (found.is_error, found.structured_content) == (False, {"user_id": "mia_lee_1021"})
+    episode = str((found.meta or {})["simia/episode"])
+    assert sandbox.roles() == {"simulator": 1, "judge": 1}  # the episode was judged when the client left
+
+    done = await sandbox.run(REJUDGE, replace={"EPISODE_ID...": episode, "SPEC": "openai:gpt-5.4-mini"})
+    assert done.code == 0, done
+    assert json.loads(done.out) == {
+        "id": episode,
+        "reward": 1,
+        "status": "ok",
+        "reasons": ["The agent used the tools."],
+    }
+    assert sandbox.roles() == {"simulator": 1, "judge": 2}
+
+
+async def test_the_adversarial_check_prints_both_rates(sandbox: Sandbox) -> None:
+    """README "Rewards": `simia judge --adversarial --backend SPEC` with SPEC = openai:gpt-5.4-mini: 25 attack
+    transcripts plus 2 honest successes, and both rates. The fake judge rewards any episode with a recorded
+    call, so its false positives are the attacks that made calls."""
+    cases = load_cases()
+    attacks = [c for c in cases if not c["benign"]]
+    fooled = sum(1 for c in attacks if c["calls"])
+    done = await sandbox.run(ADVERSARIAL, replace={"SPEC": "openai:gpt-5.4-mini"})
+    assert done.code == 0, done
+    assert done.out.splitlines()[-2:] == [
+        f"false-positive rate: {fooled / 25:.2f} ({fooled} of 25 adversarial cases rewarded; 0 judge errors)",
+        "benign true-positive rate: 1.00 (2 cases)",
+    ]
+    assert sandbox.roles() == {"judge": 27}
+
+
+async def test_make_help_lists_every_target(sandbox: Sandbox) -> None:
+    """README "Set up": `make help` lists every target; run as written on a copy of the Makefile."""
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    shutil.copy(ROOT / "Makefile", sandbox.cwd / "Makefile")
+    done = await sandbox.run(MAKE_HELP)
+    assert done.code == 0, done
+    phony = re.search(r"^\.PHONY: (.*)$", makefile, flags=re.M)
+    assert phony is not None, "the Makefile declares no .PHONY targets"
+    assert sorted(line.split()[0] for line in done.out.splitlines()) == sorted(phony[1].split()), done
