@@ -74,6 +74,7 @@ class GRPORun:
         beta: KL coefficient (0 skips the reference model: cheaper on CPU).
         token: bearer token for the server.
         user: backend SPEC of the user simulator; set it to train multi-turn episodes through `rollout_func`.
+        base_url: server URL of the user simulator's model for `openai-compatible:` (vLLM, SGLang, ...).
         max_turns: policy turns per multi-turn episode.
         seed: random seed.
         shuffle: shuffle the task prompts.
@@ -94,6 +95,7 @@ class GRPORun:
     beta: float = 0.0
     token: str | None = None
     user: str | None = None
+    base_url: str | None = None
     max_turns: int = 4
     seed: int = 0
     shuffle: bool = True
@@ -467,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     run = parse_config(GRPORun, argv, description=__doc__ or "")
     try:
         trl_batch_size(run)
-        user = resolve_backend(run.user, env=os.environ) if run.user is not None else None
+        user = resolve_backend(run.user, base_url=run.base_url, env=os.environ) if run.user is not None else None
         with SyncSimiaClient(run.server, token=run.token) as api:
             worlds = {w.name: w for w in api.worlds()}
     except Exception as exc:  # the entry point: one line, not a traceback
