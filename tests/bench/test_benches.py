@@ -22,14 +22,14 @@ RATIO_LINES = {
     "backend_http_cost.py": [r"\d+\.\d+x raw asyncio"],
     "local_latency.py": [r"p50 / prediction = \d+\.\d+"],
     "prompt_size.py": [r"ratio simia / full history at call \d+: +\d+\.\d+"],
+    "schema_validity.py": [r"ratio valid-in-the-end / calls: \d+\.\d+"],
     "server_load.py": [
         r"per-call cost simia / bare = \d+\.\d+",  # overhead
         r"throughput simia / bare = \d+\.\d+",  # scale
         r"throughput [\d.]+ calls/s = \d+\.\d+ of the ideal",  # realistic
     ],
 }
-# Benches whose --quick is still to land (on another branch): expected to fail until it does.
-MARKS = {"local_latency.py": [pytest.mark.local_model]}
+MARKS = {"local_latency.py": [pytest.mark.local_model], "schema_validity.py": [pytest.mark.local_model]}
 
 
 @pytest.mark.slow
