@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import bootstrap, demo, export, judge, rollout, serve, synth, worlds
+from . import bootstrap, demo, export, fidelity, judge, rollout, serve, synth, worlds
 from ._common import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
@@ -20,13 +20,20 @@ __all__ = ["CliError", "build_parser", "main"]
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="simia", description="Simulated MCP tool environments for agent training.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (worlds, serve, judge, rollout, export, synth, demo, bootstrap):
+    for command in (worlds, serve, judge, rollout, export, synth, demo, bootstrap, fidelity):
         command.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    head, tail = (words[: words.index("--")], words[words.index("--") + 1 :]) if "--" in words else (words, [])
+    parser = build_parser()
+    args = parser.parse_args(head)
+    if tail and not hasattr(args, "command_after_dashes"):
+        parser.error(f"unexpected arguments after '--': {' '.join(tail)}")
+    if hasattr(args, "command_after_dashes"):
+        args.command_after_dashes = tail  # `simia fidelity ... -- COMMAND ARGS...`: a stdio server to start
     try:
         code: int = args.func(args)
     except CliError as exc:

@@ -1,0 +1,330 @@
+"""Fidelity: how closely a world's simulation answers like the real server it stands for.
+
+One call sequence runs against the real MCP server and against a fresh simulated episode of
+the world (the simulator in process, state carried from call to call). Per call: did both
+answer or both fail (outcome), is the simulated answer valid against the tool's output
+schema, how many key paths they share (structure) and how many JSON leaves are equal
+(values), and whether error codes agree. Two checks need no real server: a read-only call
+repeated with no write between answers the same (repeated read), and a read-only call
+repeated after a write that changed the state answers differently (read after write).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from simia.sim.backends import Backend
+from simia.sim.prompts import PastCall
+from simia.sim.schema import validate_instance
+from simia.sim.simulator import Simulator, ToolCall
+from simia.sim.world import ToolSpec, World
+
+__all__ = ["CallComparison", "FidelityReport", "load_calls", "run_fidelity", "tool_drift"]
+
+
+@dataclass
+class CallComparison:
+    """One call, answered by the real server and by the simulation."""
+
+    index: int
+    tool: str
+    arguments: dict[str, Any]
+    real_error: bool
+    sim_error: bool
+    sim_infra: bool
+    outcome_agrees: bool
+    schema_valid: bool | None  # None: the tool has no output schema, or the simulation failed
+    structure: float | None  # key-path Jaccard, when both answered
+    values: float | None  # share of equal leaves over all leaf paths, when both answered
+    real_code: str | None
+    sim_code: str | None
+    real: Any = None
+    simulated: Any = None
+
+    @property
+    def agreement(self) -> float:
+        """1 for matching errors, the value agreement for two answers, 0 when one failed and one did not."""
+        if not self.outcome_agrees:
+            return 0.0
+        return 1.0 if self.real_error else float(self.values or 0.0)
+
+
+@dataclass
+class FidelityReport:
+    world: str
+    real: str
+    calls: list[CallComparison] = field(default_factory=list)
+    repeated_read: tuple[int, int] = (0, 0)  # (consistent, checked)
+    read_after_write: tuple[int, int] = (0, 0)
+
+    def agreement(self) -> float:
+        return sum(c.agreement for c in self.calls) / len(self.calls) if self.calls else 0.0
+
+    def per_tool(self) -> dict[str, dict[str, Any]]:
+        tools: dict[str, dict[str, Any]] = {}
+        for tool in sorted({c.tool for c in self.calls}):
+            mine = [c for c in self.calls if c.tool == tool]
+            valid = [c.schema_valid for c in mine if c.schema_valid is not None]
+            tools[tool] = {
+                "calls": len(mine),
+                "outcome": _share([c.outcome_agrees for c in mine]),
+                "schema_valid": _share(valid) if valid else None,
+                "structure": _mean([c.structure for c in mine if c.structure is not None]),
+                "values": _mean([c.values for c in mine if c.values is not None]),
+                "agreement": _mean([c.agreement for c in mine]),
+            }
+        return tools
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "world": self.world,
+            "real": self.real,
+            "agreement": self.agreement(),
+            "repeated_read": {"consistent": self.repeated_read[0], "checked": self.repeated_read[1]},
+            "read_after_write": {"consistent": self.read_after_write[0], "checked": self.read_after_write[1]},
+            "tools": self.per_tool(),
+            "calls": [asdict(c) for c in self.calls],
+        }
+
+    def render(self) -> str:
+        rows: list[tuple[str, ...]] = [("TOOL", "CALLS", "OUTCOME", "SCHEMA", "STRUCTURE", "VALUES", "AGREEMENT")]
+        for tool, s in self.per_tool().items():
+            rows.append(
+                (
+                    tool,
+                    str(s["calls"]),
+                    *(_fmt(s[k]) for k in ("outcome", "schema_valid", "structure", "values", "agreement")),
+                )
+            )
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        lines.append(f"agreement {self.agreement():.2f} over {len(self.calls)} calls")
+        for name, (ok, checked) in (("repeated read", self.repeated_read), ("read after write", self.read_after_write)):
+            lines.append(f"{name}: {ok}/{checked} consistent" if checked else f"{name}: no such pair in the calls")
+        return "\n".join(lines)
+
+
+def _share(flags: Sequence[bool]) -> float:
+    return sum(flags) / len(flags) if flags else 0.0
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def load_calls(path: str | Path, world: World) -> list[ToolCall]:
+    """The calls of a JSONL file (`{"tool", "arguments"}` a line), each checked against the world's tools;
+    ValueError names every bad line before anything runs."""
+    calls: list[ToolCall] = []
+    problems: list[str] = []
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(
+            f'no calls file at {str(path)!r}; pass --calls FILE.jsonl (one {{"tool", "arguments"}} a line)'
+        )
+    for n, line in enumerate(file.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            tool, arguments = str(row["tool"]), row.get("arguments", {})
+        except (json.JSONDecodeError, KeyError, TypeError):
+            problems.append(f'{path}:{n}: expected a JSON object with "tool" and "arguments"')
+            continue
+        spec = world.tool(tool)
+        if spec is None:
+            known = ", ".join(t.name for t in world.tools)
+            problems.append(f"{path}:{n}: unknown tool {tool!r} ({world.name!r} has {known})")
+        elif not isinstance(arguments, dict):
+            problems.append(f"{path}:{n}: {tool} arguments must be a JSON object")
+        elif bad := validate_instance(spec.input_schema, arguments):
+            problems.append(f"{path}:{n}: {tool} arguments break its inputSchema: {bad[0]}")
+        else:
+            calls.append(ToolCall(tool, arguments))
+    if problems:
+        raise ValueError(" | ".join(problems[:10]))
+    if not calls:
+        raise ValueError(f"{path} holds no calls")
+    return calls
+
+
+def tool_drift(world: World, real_tools: Sequence[types.Tool]) -> list[str]:
+    """Where the world's tools and the real server's differ (names, input schemas)."""
+    real = {t.name: t for t in real_tools}
+    mine = {t.name: t for t in world.tools}
+    drift = [f"the real server lacks {name}" for name in sorted(set(mine) - set(real))]
+    drift += [f"the world lacks {name}" for name in sorted(set(real) - set(mine))]
+    drift += [
+        f"{name}: inputSchema differs"
+        for name in sorted(set(mine) & set(real))
+        if _plain(mine[name].input_schema) != _plain(real[name].input_schema)
+    ]
+    return drift
+
+
+def _plain(schema: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in schema.items() if k not in {"$schema", "title"}}
+
+
+@contextlib.asynccontextmanager
+async def _connect(target: str | Sequence[str], headers: dict[str, str]) -> AsyncIterator[Client]:
+    if isinstance(target, str):
+        async with (
+            httpx.AsyncClient(headers=headers, timeout=60) as http,
+            Client(streamable_http_client(target, http_client=http)) as client,
+        ):
+            yield client
+        return
+    command, *args = target
+    async with Client(StdioServerParameters(command=command, args=args)) as client:
+        yield client
+
+
+def _real_answer(result: types.CallToolResult) -> Any:
+    if result.structured_content is not None:
+        return result.structured_content
+    text = "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return {"text": text}
+
+
+def _leaves(value: Any, path: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_leaves(item, f"{path}/{key}"))
+        return out or {path: {}}
+    if isinstance(value, list):
+        out = {}
+        for i, item in enumerate(value):
+            out.update(_leaves(item, f"{path}/{i}"))
+        return out or {path: []}
+    return {path: value}
+
+
+def _code_in(text: str, tool: ToolSpec, world: World) -> str | None:
+    """The first of the tool's error codes that the real error text names, if any."""
+    return next((e.code for e in world.error_codes(tool) if e.code in text), None)
+
+
+def _compare(
+    index: int, call: ToolCall, tool: ToolSpec, world: World, real: types.CallToolResult, step: Any
+) -> CallComparison:
+    real_error, sim_error = bool(real.is_error), bool(step.is_error)
+    real_answer, sim_answer = (_real_answer(real) if not real_error else None), step.output
+    structure = values = None
+    if not real_error and not sim_error:
+        a, b = _leaves(real_answer), _leaves(sim_answer)
+        union = set(a) | set(b)
+        structure = len(set(a) & set(b)) / len(union) if union else 1.0
+        values = sum(1 for p in union if p in a and p in b and a[p] == b[p]) / len(union) if union else 1.0
+    schema_valid = None
+    if tool.output_schema and not sim_error:
+        schema_valid = not validate_instance(tool.output_schema, sim_answer)
+    real_text = "\n".join(c.text for c in real.content if isinstance(c, types.TextContent))
+    return CallComparison(
+        index=index,
+        tool=call.tool,
+        arguments=call.arguments,
+        real_error=real_error,
+        sim_error=sim_error,
+        sim_infra=step.error_kind == "infra",
+        outcome_agrees=real_error == sim_error,
+        schema_valid=schema_valid,
+        structure=structure,
+        values=values,
+        real_code=_code_in(real_text, tool, world) if real_error else None,
+        sim_code=step.error_code if sim_error else None,
+        real=real_answer if not real_error else real_text,
+        simulated=sim_answer if not sim_error else step.text,
+    )
+
+
+def _consistency(
+    calls: Sequence[ToolCall], steps: Sequence[Any], world: World
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(repeated read, read after write) as (consistent, checked) over the simulated sequence."""
+    repeated = [0, 0]
+    after_write = [0, 0]
+    last_read: dict[str, tuple[int, Any]] = {}  # call key -> (index, answer)
+    writes: list[int] = []  # indices of calls that changed the state
+    for i, (call, step) in enumerate(zip(calls, steps, strict=True)):
+        tool = world.tool(call.tool)
+        read_only = bool(tool and tool.annotations and tool.annotations.get("readOnlyHint") is True)
+        if not read_only:
+            if step.state_patch:
+                writes.append(i)
+            continue
+        if step.is_error:
+            continue
+        key = json.dumps([call.tool, call.arguments], sort_keys=True)
+        if key in last_read:
+            before, answer = last_read[key]
+            if any(before < w < i for w in writes):
+                after_write[1] += 1
+                after_write[0] += answer != step.output
+            else:
+                repeated[1] += 1
+                repeated[0] += answer == step.output
+        last_read[key] = (i, step.output)
+    return (repeated[0], repeated[1]), (after_write[0], after_write[1])
+
+
+async def run_fidelity(
+    world: World,
+    real: str | Sequence[str],
+    calls: Sequence[ToolCall],
+    backend: Backend,
+    *,
+    headers: dict[str, str] | None = None,
+    allow_drift: bool = False,
+) -> FidelityReport:
+    """Run `calls` on the real server (a URL or a stdio command) and on a fresh simulation of `world`.
+
+    Raises:
+        ValueError: the world's tools differ from the real server's (unless `allow_drift`).
+        Exception: the real server could not be reached or died (its error, for the caller to report).
+    """
+    report = FidelityReport(world=world.name, real=real if isinstance(real, str) else " ".join(real))
+    simulator = Simulator(backend)
+    state = world.initial_state
+    window: list[PastCall] = []
+    steps: list[Any] = []
+    drift: list[str] = []
+    async with _connect(real, headers or {}) as client:  # errors leave the block first (anyio wraps them)
+        drift = tool_drift(world, (await client.list_tools()).tools)
+        if not drift or allow_drift:
+            for i, call in enumerate(calls):
+                real_result = await client.call_tool(call.tool, call.arguments)
+                step = await simulator.step(world, state, window[-world.simulator.window :], call, seed=i)
+                tool = world.tool(call.tool)
+                assert tool is not None  # load_calls checked the names
+                report.calls.append(_compare(i, call, tool, world, real_result, step))
+                steps.append(step)
+                if step.error_kind != "infra":
+                    state = step.state
+                    past = PastCall(
+                        call.tool, call.arguments, step.text if step.is_error else step.output, step.is_error
+                    )
+                    window.append(past)
+    if drift and not allow_drift:
+        raise ValueError(
+            "the world's tools differ from the real server's: " + "; ".join(drift) + " (--allow-drift to go on)"
+        )
+    report.repeated_read, report.read_after_write = _consistency(calls, steps, world)
+    return report

@@ -1,0 +1,108 @@
+"""`simia fidelity` against a real MCP server (a stateful SDK server over stdio, exact answers)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from mcp import Client, StdioServerParameters
+from simia.clients.fidelity import load_calls, run_fidelity
+from simia.sim import load_world
+from simia.sim.backends import CompletionRequest, FunctionBackend
+from simia.testing import FakeProvider, parse_simulator_prompt
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = [sys.executable, str(ROOT / "tests" / "fixtures" / "servers" / "counters.py")]
+CALLS = [
+    {"tool": "get_counter", "arguments": {"name": "apples"}},
+    {"tool": "get_counter", "arguments": {"name": "apples"}},
+    {"tool": "increment", "arguments": {"name": "apples", "by": 2}},
+    {"tool": "get_counter", "arguments": {"name": "apples"}},
+    {"tool": "get_counter", "arguments": {"name": "kiwis"}},
+]
+
+
+async def counters_world(base: Path) -> Path:
+    """The counters server's tools, as `simia import mcp` would save them, plus a hand-written state."""
+    async with Client(StdioServerParameters(command=SERVER[0], args=SERVER[1:])) as client:
+        tools = [t.model_dump(by_alias=True, exclude_none=True) for t in (await client.list_tools()).tools]
+    folder = base / "counters"
+    folder.mkdir()
+    (folder / "world.yaml").write_text(yaml.safe_dump({"name": "counters", "title": "Counters"}))
+    (folder / "tools.json").write_text(json.dumps(tools))
+    (folder / "state.json").write_text(json.dumps({"counters": {"apples": 3, "pears": 7}}))
+    (base / "calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in CALLS))
+    return folder
+
+
+def faithful(request: CompletionRequest | dict[str, Any], *, off_by: int = 0) -> dict[str, Any]:
+    """A simulator that answers as the real server does (or `off_by` wrong on every value it reads)."""
+    tool, arguments, state = parse_simulator_prompt(str(request.messages[-1]["content"]))
+    counters = state["counters"]
+    name = arguments["name"]
+    if name not in counters:
+        return {"is_error": True, "error_code": "not_found", "message": f"there is no counter named {name}",
+                "output": None, "state_patch": []}  # fmt: skip
+    value = counters[name] + (arguments.get("by", 1) if tool == "increment" else 0)
+    patch = [{"op": "replace", "path": f"/counters/{name}", "value": value}] if tool == "increment" else []
+    return {"is_error": False, "error_code": None, "message": "ok",
+            "output": {"name": name, "value": value + off_by}, "state_patch": patch}  # fmt: skip
+
+
+async def test_a_faithful_simulation_agrees_fully_and_a_wrong_one_does_not(tmp_path: Path) -> None:
+    world = load_world(await counters_world(tmp_path))
+    calls = load_calls(tmp_path / "calls.jsonl", world)
+    good = await run_fidelity(world, SERVER, calls, FunctionBackend(faithful))
+    assert good.agreement() == 1.0 and all(c.outcome_agrees and c.schema_valid in (True, None) for c in good.calls)
+    assert good.calls[-1].real_code == good.calls[-1].sim_code == "not_found"
+    assert good.repeated_read == (1, 1) and good.read_after_write == (1, 1)
+    bad = await run_fidelity(world, SERVER, calls, FunctionBackend(lambda r: faithful(r, off_by=1)))
+    assert [round(c.agreement, 2) for c in bad.calls] == [0.5, 0.5, 0.5, 0.5, 1.0]  # name right, value wrong
+    assert bad.per_tool()["increment"] == {
+        "calls": 1, "outcome": 1.0, "schema_valid": 1.0, "structure": 1.0, "values": 0.5, "agreement": 0.5,
+    }  # fmt: skip
+
+
+async def test_bad_calls_and_tool_drift_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    world = load_world(await counters_world(tmp_path))
+    (tmp_path / "bad.jsonl").write_text(
+        '{"tool": "fly", "arguments": {}}\n{"tool": "increment", "arguments": {"by": 1}}\nnope\n'
+    )
+    with pytest.raises(ValueError) as caught:
+        load_calls(tmp_path / "bad.jsonl", world)
+    assert str(caught.value).split(" | ") == [
+        f"{tmp_path / 'bad.jsonl'}:1: unknown tool 'fly' ('counters' has get_counter, increment)",
+        f'{tmp_path / "bad.jsonl"}:2: increment arguments break its inputSchema: $: "name" is a required property',
+        f'{tmp_path / "bad.jsonl"}:3: expected a JSON object with "tool" and "arguments"',
+    ]
+    drifted = world.model_copy(update={"tools": world.tools[:1]})
+    with pytest.raises(ValueError, match="the world lacks increment"):
+        await run_fidelity(drifted, SERVER, load_calls(tmp_path / "calls.jsonl", world)[:1], FunctionBackend(faithful))
+
+
+@pytest.mark.slow
+async def test_the_fidelity_command_prints_a_table_writes_a_report_and_gates_on_agreement(tmp_path: Path) -> None:
+    folder = await counters_world(tmp_path)
+
+    def provider(body: dict[str, Any]) -> dict[str, Any]:
+        return faithful(CompletionRequest(messages=body["messages"], schema={}), off_by=1)
+
+    async with FakeProvider(provider).running() as fake:
+        calls, report = str(tmp_path / "calls.jsonl"), str(tmp_path / "r.json")
+        model = ("--backend", "openai-compatible:sim", "--base-url", fake.base_url)
+        command = [sys.executable, "-m", "simia.cli", "fidelity", str(folder), "--calls", calls, *model,
+                   "--report", report, "--min-agreement", "0.9", "--", *SERVER]  # fmt: skip
+        done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["TOOL", "CALLS", "OUTCOME", "SCHEMA", "STRUCTURE", "VALUES", "AGREEMENT"]
+    assert lines[1].split() == ["get_counter", "4", "1.00", "1.00", "1.00", "0.50", "0.62"]
+    assert "agreement 0.60 over 5 calls" in lines and "agreement 0.60 is under --min-agreement 0.9" in lines
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["agreement"] == 0.6 and report["read_after_write"] == {"consistent": 1, "checked": 1}
