@@ -121,8 +121,8 @@ def check_probe_calls(
         ValueError: the first such call, named by its line.
     """
     by_name: dict[Any, dict[str, Any]] = {}
-    for tool in tools:
-        by_name.setdefault(tool.get("name"), tool)  # a duplicate name: the first is the one imported
+    for listed in tools:
+        by_name.setdefault(listed.get("name"), listed)  # a duplicate name: the first is the one imported
     for call in calls:
         tool = by_name.get(call.tool)
         if tool is None:
@@ -150,7 +150,7 @@ def world_from_listing(listing: ServerListing, *, name: str | None = None) -> Im
     world = ImportedWorld(
         name=name or world_name(listing.title or listing.name, fallback="mcp-server"),
         title=title,
-        description=listing.description or f"Tools imported from the MCP server {title} ({listing.source}).",
+        description=listing.description or f"Tools imported from the MCP server {title}.",
         version=listing.version or "1",
         policy=listing.instructions or "",
         source=listing.source,
