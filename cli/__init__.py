@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import demo, export, judge, rollout, serve, synth, worlds
+from . import demo, export, importer, judge, rollout, serve, synth, worlds
 from ._common import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
@@ -20,7 +20,7 @@ __all__ = ["CliError", "build_parser", "main"]
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="simia", description="Simulated MCP tool environments for agent training.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (worlds, serve, judge, rollout, export, synth, demo):
+    for command in (worlds, serve, judge, rollout, export, synth, demo, importer):
         command.register(sub)
     return parser
 
