@@ -63,11 +63,11 @@ class ImportedWorld:
     def files(self) -> dict[str, str]:
         """The world folder as relative path -> text."""
         header: dict[str, Any] = {"name": self.name, "title": self.title}
-        if self.description:
-            header["description"] = self.description
+        if self.description.strip():
+            header["description"] = "\n".join(line.rstrip() for line in self.description.strip().splitlines())
         header["version"] = self.version
         files = {
-            "world.yaml": yaml.safe_dump(header, sort_keys=False, allow_unicode=True, width=100),
+            "world.yaml": yaml.dump(header, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100),
             "tools.json": json.dumps(self.tools, indent=1, ensure_ascii=False) + "\n",
         }
         if self.policy.strip():
@@ -77,6 +77,17 @@ class ImportedWorld:
         report = {"source": self.source, "report": [vars(entry) for entry in self.report]}
         files[REPORT_FILE] = json.dumps(report, indent=1, ensure_ascii=False) + "\n"
         return files
+
+
+class _Dumper(yaml.SafeDumper):
+    """YAML with multi-line strings as literal blocks (`|`), as a person would write them."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_Dumper.add_representer(str, _text)
 
 
 def world_name(text: str | None, fallback: str = "imported") -> str:
