@@ -56,10 +56,11 @@ async def read_server(
         ImportSourceError: unreachable server, a failing handshake or tools/list, a bad probe call, a timeout.
     """
     where = target if isinstance(target, str) else " ".join(target)
+    refused: list[str] = []  # HTTP statuses >= 400 (the SDK's error for them does not carry the status)
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         try:
             with anyio.fail_after(timeout):
-                async with _connect(target, headers or {}, env or {}, errlog, timeout) as client:
+                async with _connect(target, headers or {}, env or {}, errlog, timeout, refused) as client:
                     listing = await _listing(client, where)
                     if probe:
                         try:
@@ -72,16 +73,27 @@ async def read_server(
             raise
         except Exception as exc:  # the SDK and transports raise many kinds; the user gets one line
             ours = next((leaf for leaf in _leaves(exc) if isinstance(leaf, ImportSourceError)), None)
-            raise (ours or ImportSourceError(_explain(exc, where, timeout, _last_line(errlog)))) from None
+            said = refused[-1] if refused else _last_line(errlog)
+            raise (ours or ImportSourceError(_explain(exc, where, timeout, said, http=bool(refused)))) from None
 
 
 @contextlib.asynccontextmanager
 async def _connect(
-    target: str | Sequence[str], headers: Mapping[str, str], env: Mapping[str, str], errlog: TextIO, timeout: float
+    target: str | Sequence[str],
+    headers: Mapping[str, str],
+    env: Mapping[str, str],
+    errlog: TextIO,
+    timeout: float,
+    refused: list[str],
 ) -> AsyncIterator[Client]:
     if isinstance(target, str):
+
+        async def note(response: httpx.Response) -> None:
+            if response.status_code >= 400:
+                refused.append(f"HTTP {response.status_code} {response.reason_phrase}")
+
         async with (
-            httpx.AsyncClient(headers=dict(headers), timeout=timeout) as http,
+            httpx.AsyncClient(headers=dict(headers), timeout=timeout, event_hooks={"response": [note]}) as http,
             Client(streamable_http_client(target, http_client=http)) as client,
         ):
             yield client
@@ -162,11 +174,13 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-def _explain(exc: BaseException, where: str, timeout: float, stderr: str) -> str:
+def _explain(exc: BaseException, where: str, timeout: float, stderr: str, *, http: bool = False) -> str:
     """One line for an exception out of the SDK: the most telling leaf of an exception group."""
     leaves = _leaves(exc)
     said = f" (server said: {stderr})" if stderr else ""
     for leaf in leaves:
+        if isinstance(leaf, MCPError) and http:
+            return f"{where}: the server refused the request: {stderr} (check the URL, and --header for credentials)"
         if isinstance(leaf, MCPError):
             return f"{where}: the server answered with an error: {leaf}{said}"
     for leaf in leaves:

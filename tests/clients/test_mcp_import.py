@@ -87,9 +87,11 @@ async def test_simias_own_stdio_server_lists_its_worlds_tools_as_they_are_in_the
 
 @pytest.fixture
 def simia_http(tmp_path: Path) -> Iterator[str]:
-    """`simia serve` over streamable HTTP, as a real process."""
+    """`simia serve` over streamable HTTP, as a real process that wants a bearer token."""
     port = free_port()
-    command = simia_serve("--port", str(port), "--world", "mock", "--backend", f"scripted:{SCRIPT}")
+    command = simia_serve(
+        "--port", str(port), "--world", "mock", "--backend", f"scripted:{SCRIPT}", "--token", "s3cret"
+    )
     log = (tmp_path / "serve.log").open("w")
     proc = subprocess.Popen([*command, "--db", str(tmp_path / "serve.db")], stdout=log, stderr=log)
     try:
@@ -110,6 +112,12 @@ def simia_http(tmp_path: Path) -> Iterator[str]:
 
 
 async def test_simias_own_http_server_lists_a_worlds_tools_over_streamable_http(simia_http: str) -> None:
-    listing = await read_server(simia_http, headers={"X-Trace": "import-test"}, timeout=60)
+    with pytest.raises(ImportSourceError) as refused:
+        await read_server(simia_http, timeout=60)
+    assert str(refused.value) == (
+        f"{simia_http}: the server refused the request: HTTP 401 Unauthorized "
+        "(check the URL, and --header for credentials)"
+    )
+    listing = await read_server(simia_http, headers={"Authorization": "Bearer s3cret"}, timeout=60)
     assert listing.tools == [tool.mcp_dict() for tool in load_world(ROOT / "tool_specs" / "mock").tools]
     assert listing.name == "simia-world"
