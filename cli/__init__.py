@@ -11,29 +11,38 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import bootstrap, demo, export, fidelity, judge, rollout, serve, synth, worlds
+from . import bootstrap, demo, export, fidelity, importer, judge, rollout, serve, synth, worlds
 from ._common import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
 
 
+def _takes_command_after_dashes(parser: argparse.ArgumentParser, name: str) -> bool:
+    """Whether command `name` reads everything after `--` as a command to start (its default says so)."""
+    for action in parser._subparsers._group_actions if parser._subparsers else []:
+        choices = getattr(action, "choices", None) or {}
+        if name in choices:
+            return choices[name].get_default("command_after_dashes") is not None
+    return False
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="simia", description="Simulated MCP tool environments for agent training.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (worlds, serve, judge, rollout, export, synth, demo, bootstrap, fidelity):
+    for command in (worlds, serve, judge, rollout, export, synth, demo, importer, bootstrap, fidelity):
         command.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    head, tail = (words[: words.index("--")], words[words.index("--") + 1 :]) if "--" in words else (words, [])
     parser = build_parser()
-    args = parser.parse_args(head)
-    if tail and not hasattr(args, "command_after_dashes"):
-        parser.error(f"unexpected arguments after '--': {' '.join(tail)}")
-    if hasattr(args, "command_after_dashes"):
-        args.command_after_dashes = tail  # `simia fidelity ... -- COMMAND ARGS...`: a stdio server to start
+    tail: list[str] = []
+    if "--" in words and _takes_command_after_dashes(parser, words[0]):  # `... -- COMMAND ARGS`: a stdio server
+        words, tail = words[: words.index("--")], words[words.index("--") + 1 :]
+    args = parser.parse_args(words)
+    if tail:
+        args.command_after_dashes = tail
     try:
         code: int = args.func(args)
     except CliError as exc:

@@ -5,6 +5,8 @@
     ├── UnknownWorldError     a world name that is not loaded
     ├── StateError            a state patch does not apply or breaks the state schema
     ├── StoreConfigError      a --db target no store implementation opens
+    ├── WorldExistsError      a world folder is already there (pass force to replace it)
+    ├── ImportSourceError     an MCP server or API description that cannot become a world
     └── BackendError          the model backend failed (infrastructure, never the agent's fault)
         ├── BackendConfigError    unknown SPEC, missing API key, missing extra
         ├── BackendTimeout        the per-call deadline passed
@@ -29,11 +31,13 @@ __all__ = [
     "BackendTimeout",
     "BackendUnavailable",
     "BudgetExceeded",
+    "ImportSourceError",
     "SimiaError",
     "StateError",
     "StoreConfigError",
     "UnknownWorldError",
     "WorldError",
+    "WorldExistsError",
     "WorldIssue",
 ]
 
@@ -83,6 +87,15 @@ class StateError(SimiaError):
 
 class StoreConfigError(SimiaError):
     """A database target no store implementation opens (an unknown URL scheme, or Postgres before it is built)."""
+
+
+class WorldExistsError(SimiaError):
+    """A world would be written where a folder already is; nothing is overwritten without `force`."""
+
+
+class ImportSourceError(SimiaError):
+    """An MCP server or API description cannot become a world: unreachable, not OpenAPI, nothing importable.
+    The message is one line that says what is wrong and what to do."""
 
 
 class BackendError(SimiaError):

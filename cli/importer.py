@@ -1,0 +1,203 @@
+"""`simia import mcp` and `simia import openapi`: a world folder from a real MCP server or an API description.
+
+Both write world.yaml, tools.json, policy.md (and examples/ for probed calls) plus
+import_report.json, through `simia.sim.world_files.write_world`: the folder appears whole and
+valid or not at all, and an existing one is replaced only with `--force`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+from simia.clients.mcp_import import read_server
+from simia.sim.errors import ImportSourceError, WorldError, WorldExistsError
+from simia.sim.importing import ImportedWorld
+from simia.sim.loader import WORLD_NAME
+from simia.sim.mcp_listing import ProbeCall, parse_probe_calls, world_from_listing
+from simia.sim.openapi_import import MAX_SPEC_BYTES, OperationFilter, import_openapi, load_spec
+from simia.sim.world_files import check_target, write_world
+
+from ._common import CliError, existing_file
+
+__all__ = ["register"]
+
+_SHOWN = 30  # report lines printed; import_report.json has them all
+
+
+def _name(text: str) -> str:
+    if not WORLD_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a world name: use 1-64 letters, digits, '_', '.' or '-'")
+    return text
+
+
+def _header(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition(":")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME:VALUE, got {text!r} (e.g. 'Authorization: Bearer TOKEN')")
+    return key.strip(), value.strip()
+
+
+def _env(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return key, value
+
+
+def _target_folder(args: argparse.Namespace, name: str | None) -> Path | None:
+    """`--out`, or tool_specs/NAME; checked before any work (None while the name is still unknown)."""
+    folder = args.out or (Path("tool_specs") / name if name else None)
+    if folder is None:
+        return None
+    try:
+        return check_target(folder, force=args.force)
+    except WorldExistsError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _write(args: argparse.Namespace, world: ImportedWorld) -> int:
+    folder = _target_folder(args, world.name)
+    assert folder is not None
+    try:
+        written = write_world(folder, world.files(), force=args.force)
+    except WorldExistsError as exc:
+        raise CliError(str(exc)) from None
+    except WorldError as exc:  # a converter bug, not the user's: say what the loader found
+        first = exc.issues[0] if exc.issues else exc
+        raise CliError(f"the imported world does not validate, nothing written: {first}") from None
+    counts = Counter(entry.kind for entry in world.report)
+    summary = ", ".join(f"{counts[k]} {k}" for k in ("skipped", "changed", "note") if counts[k]) or "nothing skipped"
+    examples = f", {len(written.examples)} example(s)" if written.examples else ""
+    print(f"wrote {folder}: world {written.name!r}, {len(written.tools)} tool(s){examples} ({summary})")
+    _print_report(world, folder)
+    print(f"next: simia validate {folder}  |  simia serve --worlds-dir {folder.parent} --world {written.name}")
+    return 0
+
+
+def _print_report(world: ImportedWorld, folder: Path) -> None:
+    """Skips, changes and notes, one line per reason (the items that share it listed after it)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for kind in ("skipped", "changed", "note"):
+        for entry in world.report:
+            if entry.kind == kind:
+                groups.setdefault((kind, entry.reason), []).append(entry.item)
+    for count, ((kind, reason), items) in enumerate(groups.items()):
+        if count == _SHOWN:
+            print(f"  ... {len(groups) - _SHOWN} more in {folder / 'import_report.json'}")
+            break
+        if len(items) == 1:
+            print(f"  {kind:<8} {items[0]}: {reason}")
+        else:
+            more = f", ... ({len(items)} in all)" if len(items) > 3 else ""
+            print(f"  {kind:<8} {reason}: {', '.join(items[:3])}{more}")
+
+
+def _import_mcp(args: argparse.Namespace) -> int:
+    target: list[str] = args.target
+    url = target[0] if len(target) == 1 and target[0].startswith(("http://", "https://")) else None
+    if url is None and any(part.startswith(("http://", "https://")) for part in target[:1]):
+        raise CliError("give one URL, or a command after '--': simia import mcp -- COMMAND ARGS...")
+    if url is not None and args.env:
+        raise CliError("--env is for a server started as a command (stdio); send HTTP settings with --header")
+    if url is None and args.header:
+        raise CliError("--header is for a URL; a command (stdio) takes --env NAME=VALUE")
+    _target_folder(args, args.name)
+    probe: list[ProbeCall] = []
+    if args.probe:
+        file = existing_file(args.probe, "probe file", "pass --probe CALLS.jsonl (one call a line)")
+        try:
+            probe = parse_probe_calls(file.read_text(encoding="utf-8"), str(file))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CliError(str(exc)) from None
+    elif args.allow_writes:
+        raise CliError("--allow-writes only applies to --probe calls")
+
+    async def read() -> Any:
+        return await read_server(
+            url or target,
+            headers=dict(args.header or ()),
+            env=dict(args.env or ()),
+            probe=probe,
+            allow_writes=args.allow_writes,
+            timeout=args.timeout,
+        )
+
+    try:
+        listing = anyio.run(read)
+    except ImportSourceError as exc:
+        raise CliError(str(exc)) from None
+    world = world_from_listing(listing, name=args.name)
+    if not world.tools:
+        skipped = world.skipped()
+        why = f"; first: {skipped[0].item}: {skipped[0].reason}" if skipped else ""
+        raise CliError(f"{listing.source} lists {len(listing.tools)} tool(s), none simia can serve{why}")
+    return _write(args, world)
+
+
+def _import_openapi(args: argparse.Namespace) -> int:
+    _target_folder(args, args.name)
+    spec_file = Path(args.spec)
+    try:
+        spec = load_spec(spec_file, max_bytes=int(args.max_size_mb * 1024 * 1024))
+        world = import_openapi(
+            spec,
+            base_uri=spec_file.resolve().as_uri(),
+            name=args.name,
+            select=OperationFilter(tuple(args.tag or ()), tuple(args.path or ()), tuple(args.operation or ())),
+            source=str(spec_file),
+        )
+    except ImportSourceError as exc:
+        raise CliError(str(exc)) from None
+    return _write(args, world)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--name", type=_name, help="world name (default: from the server's or the API's title)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="world folder to write (default: tool_specs/NAME)")
+    p.add_argument("--force", action="store_true", help="replace an existing world folder (all of it)")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("import", help="write a world from a real MCP server or an OpenAPI description")
+    kinds = p.add_subparsers(dest="source", required=True, metavar="SOURCE")
+
+    m = kinds.add_parser(
+        "mcp",
+        help="import the tools of an MCP server (a URL, or a command after --)",
+        description="simia import mcp URL [--header K:V]...  |  simia import mcp [options] -- COMMAND ARGS...",
+    )
+    m.add_argument("target", nargs="+", metavar="URL | COMMAND", help="streamable HTTP URL, or a stdio command")
+    m.add_argument("--header", action="append", type=_header, metavar="NAME:VALUE", help="HTTP header (repeatable)")
+    m.add_argument("--env", action="append", type=_env, metavar="NAME=VALUE", help="environment of a stdio server")
+    m.add_argument(
+        "--probe",
+        metavar="CALLS.jsonl",
+        help='calls to run on the real server, saved as reference trajectories (lines: {"tool", "arguments"})',
+    )
+    m.add_argument("--allow-writes", action="store_true", help="let --probe call tools not marked readOnlyHint: true")
+    m.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="for the whole exchange (60)")
+    _common(m)
+    m.set_defaults(func=_import_mcp)
+
+    o = kinds.add_parser(
+        "openapi",
+        help="import an OpenAPI description (Swagger 2.0, OpenAPI 3.0, 3.1): one tool per operation",
+        description="simia import openapi SPEC [--tag T]... [--path P]... [--operation ID]...",
+    )
+    o.add_argument("spec", metavar="SPEC", help="a local YAML or JSON file")
+    o.add_argument("--tag", action="append", metavar="TAG", help="only operations with this tag (repeatable)")
+    o.add_argument("--path", action="append", metavar="PATH", help="only this path; * globs (repeatable)")
+    o.add_argument("--operation", action="append", metavar="ID", help="only this operationId (repeatable)")
+    o.add_argument(
+        "--max-size-mb",
+        type=float,
+        default=MAX_SPEC_BYTES / 1024 / 1024,
+        metavar="MB",
+        help=f"largest description read ({MAX_SPEC_BYTES // 1024 // 1024})",
+    )
+    _common(o)
+    o.set_defaults(func=_import_openapi)
