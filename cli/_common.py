@@ -245,14 +245,18 @@ def existing_file(path: str | Path, what: str, fix: str) -> Path:
 
 
 def writable_dir(path: str | Path, flag: str) -> Path:
-    """A folder that exists or can be created (never an existing file)."""
+    """A folder that exists or can be created (never an existing file). Nothing is created here: the command
+    creates it once every other flag has been checked."""
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
         raise CliError(f"{flag} {str(path)!r} is a file; give a folder (it is created when missing)")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CliError(f"cannot create {flag} folder {str(path)!r}: {exc.strerror}") from None
+    parent = folder
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise CliError(f"cannot create {flag} folder {str(path)!r}: {str(parent)!r} is a file")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise CliError(f"cannot create {flag} folder {str(path)!r}: {str(parent)!r} is not writable")
     return folder
 
 

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MOCK = ROOT / "tool_specs" / "mock"
 HUGE = str(10**30)
 OK = "scripted:ok.json"
+MODELS = ["--agent", OK, "--user", OK]
 
 
 @pytest.fixture
@@ -142,6 +143,61 @@ BAD = [
     (["export", "--format", "rl", "--out", "missing/o.jsonl"], "error: --out 'missing/o.jsonl': folder 'missing' does"),
     (["export", "--format", "rl", "--out", "adir"], "error: --out 'adir' is a folder; give a file path"),
     (["export", "--format", "hf", "--out", "notes.txt"], "error: --out 'notes.txt' is a file; give a folder"),
+    # rollout
+    (["rollout", "--world", "mock", "--server", "http://127.0.0.1:1", *MODELS], "error: simia server at http://127"),
+    (["rollout", "--world", "mock", "--server", "", *MODELS], "--server: expected an http(s) URL"),
+    (["rollout", "--world", "mock", "--server", "ftp://x", *MODELS], "--server: expected an http(s) URL"),
+    (["rollout", "--world", "mock", "--token", "caf\u00e9", *MODELS], "--token: a bearer token is printable ASCII"),
+    (["rollout", "--world", "mock", "--agent", "scripted:latin1.txt"], "error: scripted:latin1.txt: the file is not"),
+    (["rollout", "--world", "mock", *MODELS, "--sim-backend", "replay:notadb.db"], "error: replay:notadb.db: not a"),
+    (["rollout", "--world", "mock", *MODELS, "--sim-backend", OK, "--tasks", "nope"], "error: --tasks 'nope' is"),
+    (
+        ["rollout", "--world", "mock", *MODELS, "--sim-backend", OK, "--tasks", "junk.txt"],
+        "error: junk.txt:2: expected",
+    ),
+    (["rollout", "--world", "mock", *MODELS, "--sim-backend", OK, "--tasks", "empty.txt"], "error: empty.txt lists"),
+    (["rollout", "--world", "mock", *MODELS, "--sim-backend", OK, "--n", HUGE], "is 3000000000000000000000000000000"),
+    (
+        ["rollout", "--world", "mock", *MODELS, "--sim-backend", OK, "--seed", str(2**62), "--tasks", "restock_milk"],
+        "error: --seed 4611686018427387904 is too large: run i uses seed + 1000 x i",
+    ),
+    (["rollout", "--world", "mock", *MODELS, "--seed", HUGE], "--seed: must be from -4611686018427387904"),
+    (["rollout", "--world", "mock", *MODELS, "--retries", "-1"], "--retries: must be 0 or more, got -1"),
+    (
+        ["rollout", "--world", "mock", *MODELS, "--out", "notes.txt"],
+        "error: --out 'notes.txt' is a file; give a folder",
+    ),
+    (
+        ["rollout", "--world", "mock", *MODELS, "--out", "notes.txt/x"],
+        "error: cannot create --out folder 'notes.txt/x'",
+    ),
+    (["rollout", "--world", "nope", *MODELS, "--sim-backend", OK], "error: unknown world 'nope'"),
+    # synth
+    (["synth", "--world", "mock", "--backend", OK, "--seeds", "missing.jsonl"], "error: no seeds file at 'missing"),
+    (["synth", "--world", "mock", "--backend", OK, "--seeds", "adir"], "error: no seeds file at 'adir'"),
+    (["synth", "--world", "mock", "--backend", OK, "--seeds", "empty.txt"], "error: --seeds 'empty.txt' holds no"),
+    (["synth", "--world", "mock", "--backend", OK, "--seeds", "junk.txt"], "error: junk.txt:1: expected a JSON obj"),
+    (["synth", "--world", "mock", "--backend", OK, "--seeds", "latin1.txt"], "error: latin1.txt:1: expected a JSON"),
+    (["synth", "--world", "mock", "--backend", OK, "--seeds", "deep.json"], "error: --seeds 'deep.json': a line's"),
+    (["synth", "--world", "mock", "--backend", OK, "--seeds", "seeds_scalars.jsonl"], "seeds_scalars.jsonl:1: exp"),
+    (
+        ["synth", "--world", "mock", "--backend", OK, "--seeds", "seeds_messages_not_list.jsonl"],
+        'error: seeds_messages_not_list.jsonl:1: "messages" must be a list',
+    ),
+    (["synth", "--world", "mock", "--backend", OK, "--seeds", "seeds.jsonl", "--n", HUGE], f"error: --n {HUGE} plans"),
+    (["synth", "--world", "mock", "--backend", OK, "--temperature", "nan"], "--temperature: expected a finite number"),
+    (["synth", "--world", "mock", "--backend", OK, "--temperature", "-1"], "--temperature: a sampling temperature"),
+    (["synth", "--world", "mock", "--backend", OK, "--min-reward", "inf"], "--min-reward: expected a finite number"),
+    (["synth", "--world", "mock", "--backend", OK, "--dedup-threshold", "nan"], "error: --dedup-threshold is a Jacc"),
+    (["synth", "--world", "mock", "--backend", OK, "--via-server", ""], "--via-server: expected an http(s) URL"),
+    (["synth", "--world", "mock", "--backend", OK, "--via-server", "http://127.0.0.1:1"], "error: simia server at"),
+    (["synth", "--world", "mock", "--backend", OK, "--via-server", "http://x", "--token", " t"], "--token: a bearer"),
+    (["synth", "--world", "mock", "--backend", "replay:notadb.db"], "error: replay:notadb.db: not a simia database"),
+    (["synth", "--world", "mock", "--backend", OK, "--seeds", "seeds.jsonl", "--out", "notes.txt"], "is a file"),
+    # demo
+    (["demo", "--task", "nope"], "error: unknown task 'nope'; tasks: cancel_by_mistake"),
+    (["demo", "--max-turns", "0"], "--max-turns: must be at least 1, got 0"),
+    (["demo", "--out", "notes.txt"], "error: --out 'notes.txt' is a file; give a folder"),
 ]
 
 
