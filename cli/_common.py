@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
+import sqlite3
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from simia.server import ServerSettings, build_server, serving
 from simia.server.inprocess import free_port
-from simia.sim.backends import Backend, Price, parse_price, resolve_backend
-from simia.sim.errors import BackendConfigError
+from simia.sim.backends import Backend, Price, ScriptedBackend, parse_price, resolve_backend
+from simia.sim.backends.local import LocalBackend
+from simia.sim.backends.replay import ReplayBackend
+from simia.sim.errors import BackendConfigError, SimiaError
 from simia.sim.judge import Judge
 from simia.sim.loader import default_worlds_dir, load_worlds
 from simia.sim.store import Store, open_store
@@ -27,12 +32,18 @@ __all__ = [
     "add_model_flags",
     "add_worlds_dir",
     "backend",
+    "bearer_token",
     "existing_file",
+    "finite",
+    "http_url",
     "in_process_server",
     "load_world_set",
     "one_world",
     "open_db",
     "positive",
+    "readable_db",
+    "seed",
+    "whole",
     "writable_dir",
 ]
 
@@ -45,15 +56,26 @@ def add_worlds_dir(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--worlds-dir",
         action="append",
-        type=Path,
+        type=_folder,
         metavar="DIR",
         help="folder of worlds (repeatable; default: ./tool_specs or the bundled worlds)",
     )
 
 
+def _folder(text: str) -> Path:
+    """argparse type of `--worlds-dir`: an existing folder."""
+    folder = Path(text)
+    if not folder.is_dir():
+        what = "is a file" if folder.exists() else "does not exist"
+        raise argparse.ArgumentTypeError(f"{text!r} {what}; give a folder of world folders (or one world's folder)")
+    return folder
+
+
 def add_model_flags(p: argparse.ArgumentParser) -> None:
     """The flags every command with a model backend shares: `--base-url` and `--price`."""
-    p.add_argument("--base-url", metavar="URL", help="server URL for openai-compatible (vLLM, SGLang, Ollama, ...)")
+    p.add_argument(
+        "--base-url", type=http_url, metavar="URL", help="server URL for openai-compatible (vLLM, SGLang, Ollama, ...)"
+    )
     p.add_argument(
         "--price",
         action="append",
@@ -65,9 +87,12 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
 
 def _price(text: str) -> tuple[str, Price]:
     try:
-        return parse_price(text)
+        model, price = parse_price(text)
     except BackendConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    if not all(map(math.isfinite, price)):
+        raise argparse.ArgumentTypeError(f"prices must be finite numbers of USD, e.g. {model}=0.2,0.6; got {text!r}")
+    return model, price
 
 
 def positive(text: str) -> int:
@@ -81,10 +106,67 @@ def positive(text: str) -> int:
     return value
 
 
+def whole(low: int, high: int) -> Callable[[str], int]:
+    """argparse type: an integer from `low` to `high`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
+        return value
+
+    return parse
+
+
+SEED_LIMIT = 2**62
+"""The largest seed the HTTP API takes (`CreateEpisode.seed`), either sign."""
+seed = whole(-SEED_LIMIT, SEED_LIMIT)
+"""argparse type of `--seed`: a whole number the API takes."""
+
+
+def finite(text: str) -> float:
+    """argparse type: a real number (not nan or inf, which would make every comparison false)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number such as 1 or 0.5, got {text!r}")
+    return value
+
+
+def http_url(text: str) -> str:
+    """argparse type: an http(s) URL with a host."""
+    try:
+        parts = urlsplit(text)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 - raises ValueError on a port out of range
+    except ValueError:
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(f"expected an http(s) URL such as http://127.0.0.1:8765, got {text!r}")
+    return text
+
+
+def bearer_token(text: str) -> str:
+    """argparse type of a client's `--token`: what an Authorization header can carry."""
+    if not text or text != text.strip() or not all(" " <= c <= "~" for c in text):
+        raise argparse.ArgumentTypeError(
+            "a bearer token is printable ASCII without surrounding spaces (an HTTP header carries nothing else)"
+        )
+    return text
+
+
 def load_world_set(args: argparse.Namespace, *, quiet: bool = False) -> dict[str, World]:
     """The valid worlds of `--worlds-dir` (default: ./tool_specs or the bundled ones); invalid ones are skipped
     with a warning naming `simia validate`."""
     report = load_worlds(args.worlds_dir or [default_worlds_dir()])
+    if not report.worlds and not report.errors:
+        where = ", ".join(repr(str(d)) for d in args.worlds_dir or [default_worlds_dir()])
+        raise CliError(f"no worlds in {where}: a world is a folder with world.yaml; pass --worlds-dir DIR")
     if not quiet:
         for error in report.errors:
             where = f" ({error.source})" if error.source else ""
@@ -104,9 +186,11 @@ def one_world(worlds: Mapping[str, World], name: str) -> World:
 
 
 def backend(spec: str | None, args: argparse.Namespace, *, max_concurrency: int = 16) -> Backend:
-    """The backend SPEC names (keys from the environment, `--base-url` from args)."""
+    """The backend SPEC names (keys from the environment, `--base-url` from args), checked now: a file it
+    reads that cannot serve (an empty script, a database with no recorded answers, a missing model file)
+    is refused here rather than at the first call."""
     try:
-        return resolve_backend(
+        model = resolve_backend(
             spec,
             base_url=getattr(args, "base_url", None),
             env=os.environ,
@@ -115,6 +199,42 @@ def backend(spec: str | None, args: argparse.Namespace, *, max_concurrency: int 
         )
     except BackendConfigError as exc:
         raise CliError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{spec}: the file is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except RecursionError:
+        raise CliError(f"{spec}: the file's JSON is nested too deeply to read") from None
+    except (OSError, sqlite3.Error) as exc:
+        raise CliError(f"{spec}: cannot read the file: {exc}") from None
+    if isinstance(model, ScriptedBackend) and not (model.rules or model.queue):
+        raise CliError(f"{spec}: the script has no entries; give it at least one answer")
+    if isinstance(model, ReplayBackend) and "llm_cache" not in _tables(Path(model.spec.removeprefix("replay:"))):
+        raise CliError(f"{spec}: not a simia database; pass replay:PATH to a file `simia serve --db` wrote")
+    if isinstance(model, LocalBackend) and model.spec != "local" and _head(model.path, 4) != b"GGUF":
+        raise CliError(f"{spec}: {str(model.path)!r} is not a GGUF model file; pass local:PATH to a .gguf file")
+    return model
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _head(path: Path, n: int) -> bytes:
+    """The first `n` bytes of a file (empty when it cannot be read)."""
+    try:
+        with path.open("rb") as file:
+            return file.read(n)
+    except OSError:
+        return b""
+
+
+def _tables(path: Path) -> set[str]:
+    """The tables of the SQLite database at `path`, read without writing (empty when it is not one)."""
+    if not path.is_file() or _head(path, 16) not in (_SQLITE_HEADER, b""):
+        return set()
+    try:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error:
+        return set()
 
 
 def existing_file(path: str | Path, what: str, fix: str) -> Path:
@@ -125,30 +245,51 @@ def existing_file(path: str | Path, what: str, fix: str) -> Path:
 
 
 def writable_dir(path: str | Path, flag: str) -> Path:
-    """A folder that exists or can be created (never an existing file)."""
+    """A folder that exists or can be created (never an existing file). Nothing is created here: the command
+    creates it once every other flag has been checked."""
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
         raise CliError(f"{flag} {str(path)!r} is a file; give a folder (it is created when missing)")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CliError(f"cannot create {flag} folder {str(path)!r}: {exc.strerror}") from None
+    parent = folder
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise CliError(f"cannot create {flag} folder {str(path)!r}: {str(parent)!r} is a file")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise CliError(f"cannot create {flag} folder {str(path)!r}: {str(parent)!r} is not writable")
     return folder
 
 
+def readable_db(target: str) -> Path:
+    """A database readers open (`judge`, `export`): a file `simia serve --db` wrote, or CliError."""
+    path = Path(target.removeprefix("sqlite:///"))
+    if not path.is_file():
+        raise CliError(f"no database at {target!r}; pass --db PATH (the file `simia serve --db` wrote)")
+    if "episodes" not in _tables(path):
+        raise CliError(f"--db {target!r} is not a simia database; pass --db PATH (the file `simia serve --db` wrote)")
+    return path
+
+
 def open_db(target: str, *, synchronous: str = "FULL", must_exist: bool = False) -> Store:
-    """The store at `--db`: a SQLite path whose folder must exist (and the file too, for readers)."""
+    """The store at `--db`: a SQLite path whose folder must exist (and the file too, for readers).
+
+    An existing file must be a simia database or empty: SQLite would take a short file of anything else for
+    an empty database and overwrite it, and would add simia's tables to another program's database."""
     if "://" not in target or target.startswith("sqlite:///"):
         path = Path(target.removeprefix("sqlite:///"))
-        if must_exist and not path.is_file():
-            raise CliError(f"no database at {target!r}; pass --db PATH (the file `simia serve --db` wrote)")
+        if must_exist:
+            readable_db(target)
         if not path.parent.is_dir():
             raise CliError(f"--db {target!r}: folder {str(path.parent)!r} does not exist; create it first")
         if path.is_dir():
             raise CliError(f"--db {target!r} is a folder; give a database file path")
+        if path.is_file() and _head(path, 16) not in (_SQLITE_HEADER, b""):
+            raise CliError(f"--db {target!r} is not a SQLite database; give a new file path or a simia database")
+        if (tables := _tables(path)) and "episodes" not in tables:
+            raise CliError(f"--db {target!r} is another program's SQLite database; give a new file path")
     try:
         return open_store(target, synchronous=synchronous)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, SimiaError, sqlite3.Error) as exc:
         raise CliError(f"--db {target!r}: {exc}") from None
 
 

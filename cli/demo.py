@@ -21,7 +21,7 @@ from simia.clients.rollout import RolloutConfig, rollout
 from simia.sim.backends import Backend
 from simia.sim.backends.local import LocalBackend, embedded_model_path
 from simia.sim.errors import BackendConfigError
-from simia.sim.world import World
+from simia.sim.world import Task, World
 from simia.training.export import check_transcript, openai_record
 
 from ._common import CliError, add_worlds_dir, in_process_server, load_world_set, positive, writable_dir
@@ -42,9 +42,7 @@ async def run_demo(
     out: TextIO = sys.stdout,
 ) -> dict[str, Any]:
     """Run the demo; returns what it wrote (episode id, status, verdict, SFT record path or why it was dropped)."""
-    task = world.task(task_id)
-    if task is None:
-        raise CliError(f"unknown task {task_id!r}; tasks: {', '.join(t.id for t in world.tasks)}")
+    task = _task(world, task_id)
     out_dir.mkdir(parents=True, exist_ok=True)
     db = out_dir / "demo.db"
     start = time.monotonic()
@@ -104,6 +102,13 @@ async def run_demo(
     }
 
 
+def _task(world: World, task_id: str) -> Task:
+    task = world.task(task_id)
+    if task is None:
+        raise CliError(f"unknown task {task_id!r}; tasks: {', '.join(t.id for t in world.tasks)}")
+    return task
+
+
 def _demo(args: argparse.Namespace) -> int:
     worlds = load_world_set(args)
     if "retail" not in worlds:
@@ -112,6 +117,7 @@ def _demo(args: argparse.Namespace) -> int:
         embedded_model_path()
     except BackendConfigError as exc:
         raise CliError(f"{exc} (or run `make demo`, which installs it)") from None
+    _task(worlds["retail"], args.task)  # before anything is written
     out_dir = writable_dir(args.out, "--out")
     sim, agent, user, judge = (LocalBackend(slot=role) for role in ("sim", "agent", "user", "judge"))
     result = asyncio.run(

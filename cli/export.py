@@ -4,27 +4,34 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 from pathlib import Path
 from typing import Any
 
 from simia.training.export import FORMATS, export, parse_since
 
-from ._common import CliError, add_worlds_dir, existing_file, load_world_set
+from ._common import CliError, add_worlds_dir, finite, load_world_set, readable_db
 
 __all__ = ["register"]
 
 
 def _export(args: argparse.Namespace) -> int:
-    existing_file(args.db, "database", "pass --db PATH (the file `simia serve --db` wrote)")
+    readable_db(args.db)
     try:
         since = parse_since(args.since)
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    if since is not None and not math.isfinite(since):
+        raise CliError(f"--since {args.since!r} is not a date: give an ISO date or time or epoch seconds")
     out = Path(args.out)
-    if out.is_dir() and not (args.format == "hf" and out.suffix != ".parquet"):
+    folder = args.format == "hf" and out.suffix != ".parquet"
+    if out.is_dir() and not folder:
         raise CliError(f"--out {args.out!r} is a folder; give a file path for --format {args.format}")
-    if not out.parent.exists():
-        raise CliError(f"--out {args.out!r}: folder {str(out.parent)!r} does not exist; create it first")
+    if out.exists() and not out.is_dir() and folder:
+        raise CliError(f"--out {args.out!r} is a file; give a folder (or a .parquet path) for --format hf")
+    if not out.parent.is_dir():
+        what = "is a file" if out.parent.exists() else "does not exist; create it first"
+        raise CliError(f"--out {args.out!r}: folder {str(out.parent)!r} {what}")
     worlds = load_world_set(args)
     report = asyncio.run(
         export(
@@ -52,7 +59,7 @@ def register(sub: Any) -> None:
     p.add_argument("--world", help="only this world")
     p.add_argument("--task", help="only this task")
     p.add_argument(
-        "--min-reward", type=float, help="only episodes whose training reward is at least this (masked ones never)"
+        "--min-reward", type=finite, help="only episodes whose training reward is at least this (masked ones never)"
     )
     p.add_argument("--status", choices=["active", "ended", "abandoned"], help="only episodes with this status")
     p.add_argument("--since", metavar="WHEN", help="only episodes created since (ISO date or epoch seconds)")

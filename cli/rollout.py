@@ -11,20 +11,67 @@ from typing import Any
 from simia.clients.api import ServerUnreachable, SimiaApiError, SimiaClient
 from simia.clients.rollout import RolloutConfig, Summary, rollout, select_tasks
 from simia.sim.backends import Backend
+from simia.sim.wire import TaskInfo, WorldInfo
+from simia.sim.world import World
 
 from ._common import (
+    SEED_LIMIT,
     CliError,
     add_model_flags,
     add_worlds_dir,
     backend,
+    bearer_token,
+    http_url,
     in_process_server,
     load_world_set,
     one_world,
     positive,
+    seed,
     writable_dir,
 )
 
 __all__ = ["register"]
+
+MAX_EPISODES = 100_000
+"""Episodes one run may plan: every run is planned up front, so a huge `--n` would fill the memory first."""
+
+
+def _tasks(args: argparse.Namespace, world: WorldInfo) -> list[TaskInfo]:
+    """The tasks `--tasks` names, checked with `--n` and `--seed` against what one run can do."""
+    try:
+        tasks = select_tasks(world, args.tasks)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    except RecursionError:
+        raise CliError(f"--tasks {args.tasks!r}: a line's JSON is nested too deeply to read") from None
+    if not tasks:
+        raise CliError(f"world {world.name!r} has no tasks to roll out")
+    planned = len(tasks) * args.n
+    if planned > MAX_EPISODES:
+        raise CliError(
+            f"--n {args.n} x {len(tasks)} task(s) is {planned} episodes; one run does at most {MAX_EPISODES} "
+            "(lower --n or pick fewer --tasks)"
+        )
+    if args.seed is not None and args.seed + (planned - 1) * 1000 + args.retries > SEED_LIMIT:
+        raise CliError(
+            f"--seed {args.seed} is too large: run i uses seed + 1000 x i (+ its retry), and seeds stop at 2**62; "
+            "use a smaller --seed"
+        )
+    return tasks
+
+
+def _info(world: World) -> WorldInfo:
+    """What a server would answer about `world`, for checking `--tasks` before one is started."""
+    tasks = [TaskInfo(id=t.id, instruction=t.instruction, user_hidden=t.user_hidden) for t in world.tasks]
+    return WorldInfo(name=world.name, tasks=tasks)
+
+
+def _create(out: Path) -> Path:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot create --out folder {str(out)!r}: {exc.strerror}") from None
+    return out
 
 
 async def _run(args: argparse.Namespace, server: str, agent: Backend, user: Backend | None, out: Path) -> Summary:
@@ -36,12 +83,7 @@ async def _run(args: argparse.Namespace, server: str, agent: Backend, user: Back
             raise CliError(f"{exc}; start it with `simia serve` or check --server") from None
         except SimiaApiError as exc:
             raise CliError(exc.message if exc.code == "not_found" else str(exc)) from None
-    try:
-        tasks = select_tasks(world, args.tasks)
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
-    if not tasks:
-        raise CliError(f"world {world.name!r} has no tasks to roll out")
+    tasks = _tasks(args, world)
     config = RolloutConfig(
         server=server,
         world=world,
@@ -66,8 +108,9 @@ def _rollout(args: argparse.Namespace) -> int:
         if args.server:
             return await _run(args, args.server, agent, user, out)
         world = one_world(load_world_set(args), args.world)
+        _tasks(args, _info(world))  # before the server writes its database
         sim = backend(args.sim_backend, args)
-        async with in_process_server({world.name: world}, sim, out / "simia.db", sim) as url:
+        async with in_process_server({world.name: world}, sim, _create(out) / "simia.db", sim) as url:
             return await _run(args, url, agent, user, out)
 
     try:
@@ -86,7 +129,7 @@ def _rollout(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     p = sub.add_parser("rollout", help="run agents on a world's tasks and collect judged episodes")
-    p.add_argument("--server", metavar="URL", help="a running simia serve (default: serve in process)")
+    p.add_argument("--server", type=http_url, metavar="URL", help="a running simia serve (default: serve in process)")
     p.add_argument("--world", required=True, help="world to roll out in")
     p.add_argument("--tasks", "--task", default="all", metavar="all|ID|FILE", help="tasks to run (default: all)")
     p.add_argument("--agent", metavar="SPEC", help="agent model (backend SPEC; default: local or a keyed provider)")
@@ -97,8 +140,8 @@ def register(sub: Any) -> None:
     p.add_argument("--concurrency", type=positive, default=4, help="episodes in flight (default 4)")
     p.add_argument("--max-turns", type=positive, default=10, help="agent model calls per episode (default 10)")
     p.add_argument("--retries", type=_count, default=2, help="fresh-episode retries after an infra failure (2)")
-    p.add_argument("--seed", type=int, help="base seed for reproducible simulations")
-    p.add_argument("--token", help="bearer token for --server")
+    p.add_argument("--seed", type=seed, help="base seed for reproducible simulations")
+    p.add_argument("--token", type=bearer_token, help="bearer token for --server")
     p.add_argument("--out", default="rollouts", metavar="DIR", help="results folder (default: rollouts)")
     add_worlds_dir(p)
     p.set_defaults(func=_rollout)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import socket
 import sys
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
@@ -19,7 +20,18 @@ from simia.sim.backends import Backend
 from simia.sim.judge import Judge
 from simia.sim.store import Store
 
-from ._common import CliError, add_model_flags, add_worlds_dir, backend, load_world_set, one_world, open_db, positive
+from ._common import (
+    CliError,
+    add_model_flags,
+    add_worlds_dir,
+    backend,
+    http_url,
+    load_world_set,
+    one_world,
+    open_db,
+    positive,
+    seed,
+)
 
 __all__ = ["compose", "register"]
 
@@ -68,7 +80,32 @@ def compose(args: argparse.Namespace, open_store: Callable[[argparse.Namespace],
         )
     except ValueError as exc:  # a token no request could match, or one secret for two principals
         raise CliError(str(exc)) from None
+    if args.transport == "http":
+        _check_listen(args.host, args.port)
     return build_server(worlds, sim, open_store(args), settings, judge=judge), sim
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Refuse, before anything is written, an address this machine cannot listen on (uvicorn would find out
+    only after the database is open, and exit with a log line)."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, socket.gaierror) else "not a host name"
+        raise CliError(f"--host {host!r}: {reason}; give an address of this machine, e.g. 127.0.0.1") from None
+    for family, kind, proto, _, address in addresses:
+        try:
+            probe = socket.socket(family, kind, proto)
+        except OSError:  # a family this machine lacks (IPv6): asyncio skips it too
+            continue
+        with probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's create_server does
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise CliError(
+                    f"cannot listen on {host}:{port}: {exc.strerror}; pick another --port or --host"
+                ) from None
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -158,15 +195,18 @@ def register(sub: Any) -> None:
         help="http (default) or stdio (one episode per process, for desktop clients)",
     )
     p.add_argument("--task", metavar="ID", help="stdio only: the task of the episode")
-    p.add_argument("--seed", type=int, help="stdio only: the seed of the episode")
+    p.add_argument("--seed", type=seed, help="stdio only: the seed of the episode")
     p.add_argument(
         "--allowed-host",
         action="append",
+        type=_nonempty,
         metavar="HOST[:PORT|:*]",
         help="Host header values to accept (DNS-rebinding protection; default: local names)",
     )
-    p.add_argument("--allowed-origin", action="append", metavar="ORIGIN", help="Origin header values to accept")
-    p.add_argument("--public-url", metavar="URL", help="base URL to put in mcp_url (behind a proxy)")
+    p.add_argument(
+        "--allowed-origin", action="append", type=_nonempty, metavar="ORIGIN", help="Origin header values to accept"
+    )
+    p.add_argument("--public-url", type=http_url, metavar="URL", help="base URL to put in mcp_url (behind a proxy)")
     p.add_argument("--max-argument-bytes", type=positive, default=32_768, help="refuse larger tool arguments (32768)")
     p.add_argument("--max-calls", type=positive, default=500, help="tool calls per episode (500)")
     p.add_argument("--max-sim-tokens", type=positive, default=2_000_000, help="simulator tokens per episode (2000000)")
@@ -187,6 +227,12 @@ def _port(text: str) -> int:
     if value > 65535:
         raise argparse.ArgumentTypeError(f"a port is 1-65535, got {value}")
     return value
+
+
+def _nonempty(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("cannot be empty (an unset shell variable?)")
+    return text
 
 
 def _seconds(text: str) -> float:

@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from simia.clients.api import ServerUnreachable, SimiaApiError
+from simia.clients.api import ServerUnreachable, SimiaApiError, SimiaClient
 from simia.training.synth import SynthConfig, load_seeds, synthesize, synthesize_via_server
 
 from ._common import (
@@ -15,6 +15,9 @@ from ._common import (
     add_model_flags,
     add_worlds_dir,
     backend,
+    bearer_token,
+    finite,
+    http_url,
     load_world_set,
     one_world,
     positive,
@@ -22,6 +25,15 @@ from ._common import (
 )
 
 __all__ = ["register"]
+
+MAX_TRAJECTORIES = 100_000
+"""Trajectories one run may plan: every job is planned up front, so a huge `--n` would fill the memory first."""
+
+
+async def _served_world(server: str, world: str, token: str | None) -> None:
+    """Ask `--via-server` for the world before anything is written: an unreachable server is bad input."""
+    async with SimiaClient(server, token=token) as api:
+        await api.world(world)
 
 
 def _synth(args: argparse.Namespace) -> int:
@@ -34,8 +46,15 @@ def _synth(args: argparse.Namespace) -> int:
             seeds = load_seeds(world, args.seeds)
         except ValueError as exc:
             raise CliError(str(exc)) from None
+        except RecursionError:
+            raise CliError(f"--seeds {args.seeds!r}: a line's JSON is nested too deeply to read") from None
+        if not seeds and args.seeds:
+            raise CliError(f'--seeds {args.seeds!r} holds no seeds; give one {{"messages": [...]}} a line')
         if not seeds:
             raise CliError(f"no seeds: {world.name!r} has no examples/; pass --seeds FILE.jsonl")
+    planned = args.n * (len(seeds) if not args.via_server else len(world.tasks))
+    if planned > MAX_TRAJECTORIES:
+        raise CliError(f"--n {args.n} plans {planned} trajectories; one run does at most {MAX_TRAJECTORIES}")
     model = backend(args.backend, args, max_concurrency=args.concurrency)
     config = SynthConfig(
         n=args.n,
@@ -47,6 +66,7 @@ def _synth(args: argparse.Namespace) -> int:
     )
     if args.via_server:
         try:
+            asyncio.run(_served_world(args.via_server, world.name, args.token))
             report = asyncio.run(
                 synthesize_via_server(
                     world, args.via_server, model, model, config, min_reward=args.min_reward, token=args.token
@@ -70,11 +90,20 @@ def register(sub: Any) -> None:
     add_model_flags(p)
     p.add_argument("--out", default="synth", type=Path, metavar="DIR", help="output folder (default: synth)")
     p.add_argument("--concurrency", type=positive, default=4)
-    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--temperature", type=_temperature, default=1.0, help="sampling temperature, 0 to 2 (1)")
     p.add_argument("--no-prefilter", action="store_true", help="skip the LLM pre-filter of seeds")
     p.add_argument("--dedup-threshold", type=float, default=0.9, help="near-duplicate Jaccard threshold (0.9)")
-    p.add_argument("--via-server", metavar="URL", help="produce trajectories by rollouts against this simia server")
-    p.add_argument("--token", help="--via-server: bearer token for the server")
-    p.add_argument("--min-reward", type=float, default=1.0, help="--via-server: keep episodes with this reward (1)")
+    p.add_argument(
+        "--via-server", type=http_url, metavar="URL", help="produce trajectories by rollouts against this simia server"
+    )
+    p.add_argument("--token", type=bearer_token, help="--via-server: bearer token for the server")
+    p.add_argument("--min-reward", type=finite, default=1.0, help="--via-server: keep episodes with this reward (1)")
     add_worlds_dir(p)
     p.set_defaults(func=_synth)
+
+
+def _temperature(text: str) -> float:
+    value = finite(text)
+    if not 0.0 <= value <= 2.0:
+        raise argparse.ArgumentTypeError(f"a sampling temperature is from 0 to 2, got {text}")
+    return value

@@ -46,6 +46,7 @@ from simia.sim.wire import (
 )
 from simia.sim.world import World
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -172,14 +173,29 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 
 async def _parse(request: Request, model: type[M]) -> M:
-    """The request body as `model`; an empty body is `{}`. Any problem is a 400 that names the field."""
-    raw = await request.body()
-    if len(raw) > MAX_JSON_BODY:
-        raise BadRequest(f"request body is {len(raw)} bytes; the limit is {MAX_JSON_BODY}")
+    """The request body as `model`; an empty body is `{}`. Any problem is a 400 that names the field.
+
+    Parsing is strict: a JSON value of the wrong type (`"12"` or `true` for an integer) is refused, never
+    converted."""
+    raw = await _body(request)
     try:
-        return model.model_validate_json(raw if raw.strip() else b"{}")
+        return model.model_validate_json(raw if raw.strip() else b"{}", strict=True)
     except ValidationError as exc:
         raise BadRequest(_validation_message(exc)) from None
+
+
+async def _body(request: Request) -> bytes:
+    """The request body, read only up to `MAX_JSON_BODY` bytes (a larger one is refused, not kept in memory)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_JSON_BODY:
+        raise BadRequest(f"request body is {declared} bytes; the limit is {MAX_JSON_BODY}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_JSON_BODY:
+            raise BadRequest(f"request body is over {MAX_JSON_BODY} bytes, the limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _validation_message(exc: ValidationError) -> str:
@@ -189,7 +205,7 @@ def _validation_message(exc: ValidationError) -> str:
         where = ".".join(str(part) for part in error["loc"]) or "body"
         if error["type"] == "json_invalid":
             problems.append(f"request body is not valid JSON: {error['msg']}")
-        elif error["type"] == "model_type" or (error["type"] == "model_attributes_type" and not error["loc"]):
+        elif error["type"] in ("model_type", "model_attributes_type") and not error["loc"]:
             problems.append("request body must be a JSON object")
         elif error["type"] == "extra_forbidden":
             allowed = ", ".join(_FIELDS.get(exc.title, ()))
@@ -198,6 +214,11 @@ def _validation_message(exc: ValidationError) -> str:
             problems.append(f"missing field {where!r}")
         elif error["type"] in _EXPECTED:
             problems.append(f"field {where!r} must be {_EXPECTED[error['type']]}, got {_json_type(error['input'])}")
+        elif error["type"] == "value_error":  # a model's own check: its message names the field
+            reason = str(error.get("ctx", {}).get("error", error["msg"]))
+            problems.append(reason if not error["loc"] else f"field {where!r}: {reason}")
+        elif error["type"] == "finite_number":
+            problems.append(f"field {where!r} must be a finite number (JSON has no NaN or Infinity)")
         else:
             problems.append(f"field {where!r}: {error['msg']}")
     return "; ".join(problems)
@@ -207,6 +228,7 @@ _EXPECTED = {
     "string_type": "a string",
     "int_type": "an integer",
     "int_parsing": "an integer",
+    "int_parsing_size": "an integer",
     "int_from_float": "an integer",
     "float_type": "a number",
     "float_parsing": "a number",
@@ -227,6 +249,7 @@ def _json_type(value: Any) -> str:
 
 
 _FIELDS = {m.__name__: tuple(m.model_fields) for m in (CreateEpisode, ForkEpisode, EndEpisode)}
+_LIST_FILTERS = ("world", "status", "task")
 
 
 class SimiaApp:
@@ -268,7 +291,12 @@ class SimiaApp:
         inner = Starlette(
             routes=routes,
             lifespan=self._lifespan,
-            exception_handlers={ApiError: self._api_error, StateError: self._state_error},
+            exception_handlers={
+                ApiError: self._api_error,
+                StateError: self._state_error,
+                HTTPException: self._http_error,
+                Exception: self._internal_error,
+            },
         )
         self.starlette = inner
         self.app: ASGIApp = Guard(EpisodeMcpShortcut(episode_gate, inner), self.settings)
@@ -309,6 +337,28 @@ class SimiaApp:
 
     async def _state_error(self, request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": {"code": "invalid_state", "message": str(exc)}}, status_code=400)
+
+    async def _http_error(self, request: Request, exc: Exception) -> Response:
+        """The router's own refusals (no such route, wrong method) in the API's error shape."""
+        assert isinstance(exc, HTTPException)
+        allowed = ", ".join(sorted((exc.headers or {}).get("Allow", "").split(", ")))  # a set: its order varies
+        if exc.status_code == 405:
+            code, message = (
+                "method_not_allowed",
+                f"{request.method} is not allowed on {request.url.path}; use {allowed}",
+            )
+        elif exc.status_code == 404:
+            routes = "/healthz, /metrics, /v1/worlds, /v1/episodes[/ID[/fork|/end]]"
+            code, message = "not_found", f"no route {request.url.path!r}; the API's routes: {routes}"
+        else:
+            code, message = "http_error", str(exc.detail)
+        response = _error(exc.status_code, code, message)
+        response.headers.update(exc.headers or {})
+        return response
+
+    async def _internal_error(self, request: Request, exc: Exception) -> Response:
+        """A bug, not bad input: still the API's error shape (the traceback goes to the server log)."""
+        return _error(500, "internal_error", "internal server error; the server log has the details")
 
     def _base_url(self, request: Request) -> str:
         return (self.settings.public_url or str(request.base_url)).rstrip("/")
@@ -357,6 +407,11 @@ class SimiaApp:
 
     async def list_episodes(self, request: Request) -> Response:
         q = request.query_params
+        for name in q:
+            if name not in _LIST_FILTERS:
+                raise BadRequest(f"unknown query parameter {name!r}; filters: {', '.join(_LIST_FILTERS)}")
+            if len(q.getlist(name)) > 1:
+                raise BadRequest(f"query parameter {name!r} is given {len(q.getlist(name))} times; give it once")
         status = q.get("status")
         if status is not None and status not in {"active", "ended", "abandoned"}:
             raise BadRequest(f"status must be active, ended or abandoned, got {status!r}")

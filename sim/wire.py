@@ -8,7 +8,8 @@ newer server may add.
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -53,7 +54,7 @@ META_INJECTED = "simia/injected"
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class _Answer(BaseModel):
@@ -80,14 +81,16 @@ class ForkEpisode(_Request):
 
 
 TOKEN_FIELDS = ("prompt_ids", "completion_ids", "env_mask", "logprobs")
+TokenId = Annotated[int, Field(ge=0, lt=2**31)]
+"""A token id: an index into a vocabulary (every tokenizer's fits in 31 bits)."""
 
 
 class TokenData(_Request):
     """Token-level RL data of an episode: the policy's prompt and completion ids, with 0 in `env_mask` on
     environment tokens (tool results, user turns), and optional logprobs, one per completion token."""
 
-    prompt_ids: list[int]
-    completion_ids: list[int]
+    prompt_ids: list[TokenId]
+    completion_ids: list[TokenId]
     env_mask: list[int] | None = None
     logprobs: list[float] | None = None
 
@@ -111,9 +114,59 @@ class EndEpisode(_Request):
     @model_validator(mode="after")
     def _messages(self) -> EndEpisode:
         for i, message in enumerate(self.transcript or []):
-            if not isinstance(message.get("role"), str):
-                raise ValueError(f"transcript[{i}] needs a string 'role' (an OpenAI chat message)")
+            problem = _message_problem(message)
+            if problem:
+                raise ValueError(f"transcript[{i}]{problem} (an OpenAI chat message)")
         return self
+
+
+_TOOL_CALL = '{"id": "...", "type": "function", "function": {"name": "...", "arguments": "{...}"}}'
+
+
+def _message_problem(message: dict[str, Any]) -> str:
+    """What makes `message` no OpenAI chat message (empty when it is one): the shapes the judge and the exports
+    read, so that a stored transcript never breaks them later. NaN and Infinity are refused too: JSON has
+    neither, and the store would keep them as null."""
+    if not isinstance(message.get("role"), str):
+        return " needs a string 'role'"
+    content = message.get("content")
+    if not (content is None or isinstance(content, str) or _all(content, dict)):
+        return ".content must be a string, a list of content parts (objects) or null"
+    calls = message.get("tool_calls")
+    if calls is not None and not _all(calls, dict):
+        return f".tool_calls must be a list of tool calls {_TOOL_CALL}"
+    for j, call in enumerate(calls or []):
+        function = call.get("function")
+        if (
+            not isinstance(function, dict)
+            or not isinstance(function.get("name"), str)
+            or not isinstance(function.get("arguments"), str | dict)
+            or not isinstance(call.get("id", ""), str | None)
+        ):
+            return f".tool_calls[{j}] must be {_TOOL_CALL} (arguments a JSON string or an object)"
+    if not isinstance(message.get("tool_call_id"), str | None):
+        return ".tool_call_id must be a string"
+    if not _finite(message):
+        return " holds NaN or Infinity, which JSON does not have"
+    return ""
+
+
+def _all(value: Any, kind: type) -> bool:
+    return isinstance(value, list) and all(isinstance(item, kind) for item in value)
+
+
+def _finite(value: Any) -> bool:
+    """No NaN or infinite number anywhere inside `value` (walked without recursion: nesting is unbounded)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return False
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
 
 
 class ErrorDetail(_Answer):
