@@ -11,22 +11,21 @@ repeated after a write that changed the state answers differently (read after wr
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
 import mcp_types as types
-from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from simia.sim.backends import Backend
 from simia.sim.prompts import PastCall
 from simia.sim.schema import validate_instance
 from simia.sim.simulator import Simulator, ToolCall
 from simia.sim.world import ToolSpec, World
+
+from .mcp_import import connect
 
 __all__ = ["CallComparison", "FidelityReport", "load_calls", "run_fidelity", "tool_drift"]
 
@@ -179,20 +178,6 @@ def _plain(schema: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in schema.items() if k not in {"$schema", "title"}}
 
 
-@contextlib.asynccontextmanager
-async def _connect(target: str | Sequence[str], headers: dict[str, str]) -> AsyncIterator[Client]:
-    if isinstance(target, str):
-        async with (
-            httpx.AsyncClient(headers=headers, timeout=60) as http,
-            Client(streamable_http_client(target, http_client=http)) as client,
-        ):
-            yield client
-        return
-    command, *args = target
-    async with Client(StdioServerParameters(command=command, args=args)) as client:
-        yield client
-
-
 def _real_answer(result: types.CallToolResult) -> Any:
     if result.structured_content is not None:
         return result.structured_content
@@ -306,22 +291,23 @@ async def run_fidelity(
     window: list[PastCall] = []
     steps: list[Any] = []
     drift: list[str] = []
-    async with _connect(real, headers or {}) as client:  # errors leave the block first (anyio wraps them)
-        drift = tool_drift(world, (await client.list_tools()).tools)
-        if not drift or allow_drift:
-            for i, call in enumerate(calls):
-                real_result = await client.call_tool(call.tool, call.arguments)
-                step = await simulator.step(world, state, window[-world.simulator.window :], call, seed=i)
-                tool = world.tool(call.tool)
-                assert tool is not None  # load_calls checked the names
-                report.calls.append(_compare(i, call, tool, world, real_result, step))
-                steps.append(step)
-                if step.error_kind != "infra":
-                    state = step.state
-                    past = PastCall(
-                        call.tool, call.arguments, step.text if step.is_error else step.output, step.is_error
-                    )
-                    window.append(past)
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        async with connect(real, headers or {}, {}, errlog, 120.0, []) as client:  # errors leave the block first
+            drift = tool_drift(world, (await client.list_tools()).tools)
+            if not drift or allow_drift:
+                for i, call in enumerate(calls):
+                    real_result = await client.call_tool(call.tool, call.arguments)
+                    step = await simulator.step(world, state, window[-world.simulator.window :], call, seed=i)
+                    tool = world.tool(call.tool)
+                    assert tool is not None  # load_calls checked the names
+                    report.calls.append(_compare(i, call, tool, world, real_result, step))
+                    steps.append(step)
+                    if step.error_kind != "infra":
+                        state = step.state
+                        past = PastCall(
+                            call.tool, call.arguments, step.text if step.is_error else step.output, step.is_error
+                        )
+                        window.append(past)
     if drift and not allow_drift:
         raise ValueError(
             "the world's tools differ from the real server's: " + "; ".join(drift) + " (--allow-drift to go on)"

@@ -27,7 +27,7 @@ from simia.sim.errors import ImportSourceError
 from simia.sim.importing import ReportEntry
 from simia.sim.mcp_listing import ProbeCall, ProbeResult, ServerListing, check_probe_calls
 
-__all__ = ["MAX_PAGES", "read_server"]
+__all__ = ["MAX_PAGES", "connect", "read_server"]
 
 MAX_PAGES = 1000
 """tools/list pages read at most: a server whose cursor never ends cannot hang an import."""
@@ -60,7 +60,7 @@ async def read_server(
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         try:
             with anyio.fail_after(timeout):
-                async with _connect(target, headers or {}, env or {}, errlog, timeout, refused) as client:
+                async with connect(target, headers or {}, env or {}, errlog, timeout, refused) as client:
                     listing = await _listing(client, where)
                     if probe:
                         try:
@@ -78,7 +78,7 @@ async def read_server(
 
 
 @contextlib.asynccontextmanager
-async def _connect(
+async def connect(
     target: str | Sequence[str],
     headers: Mapping[str, str],
     env: Mapping[str, str],
@@ -86,6 +86,8 @@ async def _connect(
     timeout: float,
     refused: list[str],
 ) -> AsyncIterator[Client]:
+    """An MCP SDK client session on a real server: a streamable HTTP URL (with `headers`; HTTP refusals are
+    noted in `refused`) or a command started over stdio (with `env`; its stderr goes to `errlog`)."""
     if isinstance(target, str):
 
         async def note(response: httpx.Response) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -31,6 +30,7 @@ from .prompts import schema_signature
 from .schema import validate_instance
 from .state import apply_patch, is_missing, resolve_pointer
 from .world import Task, World
+from .world_files import atomic_write_text
 
 __all__ = ["BootstrapConfig", "BootstrapReport", "bootstrap", "check_task"]
 
@@ -271,13 +271,6 @@ async def _complete(
     return completion.data if isinstance(completion.data, dict) else None
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 async def bootstrap(folder: str | Path, backend: Backend, config: BootstrapConfig) -> BootstrapReport:
     """Draft what the world in `folder` lacks (state, state schema, tasks), check it and write it.
 
@@ -309,7 +302,7 @@ async def bootstrap(folder: str | Path, backend: Backend, config: BootstrapConfi
         )
     report.tasks_written = [t.id for t in new]
     _write(folder, raw_world, schema, state, [*existing, *new], report, changed_state=report.state == "drafted")
-    _atomic_write(folder / "bootstrap_report.json", json.dumps(asdict(report), indent=1) + "\n")
+    atomic_write_text(folder / "bootstrap_report.json", json.dumps(asdict(report), indent=1) + "\n")
     return report
 
 
@@ -344,7 +337,7 @@ def _write(
         except WorldError as exc:
             raise WorldError(exc.world, exc.issues, str(folder)) from None
     for name, text in files.items():
-        _atomic_write(folder / name, text)
+        atomic_write_text(folder / name, text)
 
 
 def _copy_world(source: Path, target: Path) -> None:

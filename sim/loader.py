@@ -161,6 +161,8 @@ def _read_json(path: Path, issues: _Collector) -> Any:
         )
     except UnicodeDecodeError as exc:
         issues.add(str(path), "$", f"cannot read JSON: {exc}", "save the file as UTF-8 JSON")
+    except RecursionError:
+        issues.add(str(path), "$", "JSON nested too deeply to read", "flatten the data (nesting over ~1000 levels)")
     return None
 
 
@@ -447,6 +449,9 @@ def _check_example(
             if isinstance(args, str):
                 try:
                     args = json.loads(args)
+                except RecursionError:
+                    issues.add(file, f"{path}.arguments", "arguments nested too deeply", "flatten the arguments")
+                    continue
                 except json.JSONDecodeError as exc:
                     issues.add(
                         file,
@@ -478,6 +483,9 @@ def _load_tasks(
             continue
         try:
             raw = json.loads(line)
+        except RecursionError:
+            issues.add(str(path), "$", "JSON nested too deeply to read", "flatten the task's data", lineno)
+            continue
         except json.JSONDecodeError as exc:
             issues.add(
                 str(path),

@@ -189,3 +189,15 @@ def test_world_names_must_be_url_safe(tmp_path: Path, name: str) -> None:
         load_world(folder)
     assert [i.path for i in caught.value.issues] == ["$.name"]
     assert "is not URL-safe" in caught.value.issues[0].message
+
+
+def test_json_nested_too_deeply_fails_only_its_world(tmp_path: Path) -> None:
+    deep = _copy_mock(tmp_path, "d", "deep")
+    (deep / "state.json").write_text("[" * 100_000 + "]" * 100_000)
+    _copy_mock(tmp_path, "g", "good")
+    report = load_worlds([tmp_path])
+    assert list(report.worlds) == ["good"]
+    [error] = report.errors
+    assert str(error.issues[0]) == (
+        f"{deep / 'state.json'}: $: JSON nested too deeply to read (hint: flatten the data (nesting over ~1000 levels))"
+    )
