@@ -150,9 +150,22 @@ COVERED: dict[str, tuple[str, ...]] = {
     GRPO: ("test_the_training_pipeline_runs_from_rollouts_to_grpo",),
     GRPO_USER: ("test_the_training_pipeline_runs_from_rollouts_to_grpo",),
 }
+IMPORTS_MCP = "tests/cli/test_import_mcp.py imports the pinned npm server and simia's own over stdio and HTTP"
+IMPORTS_OPENAPI = "tests/cli/test_import_openapi.py imports the committed specs (tests/fixtures/openapi)"
 NOT_RUN = {
     "make demo": "installs a venv and builds llama-cpp-python; tests/test_make.py checks what it runs",
     "make test": "runs this very suite; tests/test_make.py checks what it runs",
+    "simia import mcp https://mcp.example.com/mcp --header 'Authorization: Bearer $TOKEN'": "a placeholder server; "
+    + IMPORTS_MCP,
+    "simia import mcp -- npx -y @modelcontextprotocol/server-everything": "npx fetches at run time; " + IMPORTS_MCP,
+    "simia import mcp --probe calls.jsonl -- npx -y @modelcontextprotocol/server-everything": IMPORTS_MCP,
+    "simia import mcp http://127.0.0.1:9000/mcp": "an unreachable server, on purpose; tests/cli/test_import_mcp.py",
+    "simia import openapi petstore.yaml --tag store --name petstore": IMPORTS_OPENAPI,
+    "simia import openapi petstore.yaml": IMPORTS_OPENAPI,
+    "simia import openapi notes.yaml": "a file that is not OpenAPI, on purpose; " + IMPORTS_OPENAPI,
+    "simia fidelity tool_specs/counters --calls calls.jsonl --backend openai:gpt-5.4-mini -- python counters.py": (
+        "tests/clients/test_fidelity.py runs fidelity on tests/fixtures/servers/counters.py"
+    ),
 }
 
 SERVE_HELP = "simia serve --help"
@@ -186,6 +199,16 @@ INLINE_NOT_RUN = {
     "simia export --format ...": NAMES_ONLY,
     "simia export --injected drop": NAMES_ONLY,
     "simia synth": NAMES_ONLY,
+    "simia validate": NAMES_ONLY,
+    "simia import": NAMES_ONLY,
+    "simia import mcp": NAMES_ONLY,
+    "simia import openapi": NAMES_ONLY,
+    "simia bootstrap": NAMES_ONLY,
+    "simia fidelity": NAMES_ONLY,
+    "simia bootstrap WORLD --backend SPEC": "a synopsis; tests/sim/test_bootstrap.py runs the command",
+    "simia fidelity WORLD --calls CALLS.jsonl --backend SPEC (--real URL | -- COMMAND ARGS...)": (
+        "a synopsis; tests/clients/test_fidelity.py runs the command"
+    ),
 }
 
 
