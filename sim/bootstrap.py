@@ -1,7 +1,7 @@
 """Bootstrapping a world: a model drafts the state (with its schema) and the tasks a world with tools lacks.
 
-Every draft is checked before anything is written: the state must fit the drafted schema
-and name the records the tools refer to; each task's `expected_state` rules must fail on
+Every draft is checked before anything is written: the state must fit the drafted schema;
+each task's `expected_state` rules must fail on
 the task's initial state (otherwise any agent passes) and point into the state, and its
 `initial_state_patch` must apply. A bad draft is retried with its problems fed back, then
 dropped with its reasons in `bootstrap_report.json`. Hand-written files are never
@@ -165,7 +165,7 @@ async def _draft_state(
     ]
     for _ in range(config.max_attempts):
         data = await _complete(backend, messages, STATE_ANSWER, "world_state", config, report)
-        problems = _state_problems(world, data, report.last_model_problem)
+        problems = _state_problems(data, report.last_model_problem)
         if data is not None and not problems:
             return data["state_schema"], data["state"]
         report.state_problems = problems
@@ -176,7 +176,9 @@ async def _draft_state(
     return None
 
 
-def _state_problems(world: World, data: dict[str, Any] | None, model_problem: str) -> list[str]:
+def _state_problems(data: dict[str, Any] | None, model_problem: str) -> list[str]:
+    """Why a drafted state is unusable. Whether it holds what the tools refer to is not checked here: the
+    tasks drafted next must point into it, and a task whose pointers do not resolve is dropped."""
     if data is None:
         return [f"the model gave no usable answer: {model_problem or 'not a JSON object'}"]
     schema, state = data.get("state_schema"), data.get("state")
@@ -188,10 +190,6 @@ def _state_problems(world: World, data: dict[str, Any] | None, model_problem: st
         problems = [f"state breaks state_schema: {p}" for p in validate_instance(schema, state)]
     except Exception as exc:  # an invalid schema: say why, the model retries
         return [f"state_schema is not a valid JSON Schema: {exc}"]
-    text = json.dumps(state)
-    names = {name for t in world.tools for name in (t.input_schema.get("properties") or {})}
-    if names and not any(f'"{name}"' in text or name.endswith("id") for name in names):
-        problems.append(f"the state uses none of the tools' argument names ({', '.join(sorted(names)[:8])})")
     return problems
 
 
