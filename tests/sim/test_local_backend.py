@@ -22,7 +22,7 @@ async def test_the_embedded_model_answers_within_the_schema_and_simulates_a_mock
     assert backend.spec == "local" and backend.model == "SmolLM2-135M-Instruct"
     sim = Simulator(backend, max_tokens=512)
     call = ToolCall("list_items", {})
-    schema = answer_schema(world.tools[0])
+    schema = answer_schema(world, world.tools[0])
     request = CompletionRequest(
         sim.build_messages(world, world.initial_state, [], call), schema, max_tokens=512, seed=1
     )
