@@ -4,6 +4,7 @@ Routes (JSON; a bearer token is required when any is configured):
 
     GET  /healthz                       liveness (no token needed)
     GET  /metrics                       Prometheus text
+    GET  /openapi.json                  the OpenAPI 3.1 description of this API (server/openapi.py)
     GET  /v1/worlds                     loaded worlds with their tools and tasks
     POST /v1/episodes                   {"world", "task"?, "seed"?} -> 201 episode with its mcp_url
     GET  /v1/episodes[?world=&status=&task=]
@@ -46,15 +47,17 @@ from simia.sim.wire import (
 )
 from simia.sim.world import World
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .episodes import EpisodeService
-from .errors import ApiError, BadRequest
+from .errors import ApiError, BadRequest, PayloadTooLarge
 from .mcp import EpisodeGate, McpEndpoints, WorldGate
 from .metrics import Metrics
+from .openapi import openapi_document
 from .settings import ServerSettings
 
 __all__ = ["SimiaApp", "tune_gc"]
@@ -173,13 +176,25 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 async def _parse(request: Request, model: type[M]) -> M:
     """The request body as `model`; an empty body is `{}`. Any problem is a 400 that names the field."""
-    raw = await request.body()
-    if len(raw) > MAX_JSON_BODY:
-        raise BadRequest(f"request body is {len(raw)} bytes; the limit is {MAX_JSON_BODY}")
+    raw = await _read_body(request, MAX_JSON_BODY)
     try:
         return model.model_validate_json(raw if raw.strip() else b"{}")
     except ValidationError as exc:
         raise BadRequest(_validation_message(exc)) from None
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, read no further than `limit` bytes (a declared or streamed larger one is a 413)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"request body is {int(declared)} bytes; the limit is {limit}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _validation_message(exc: ValidationError) -> str:
@@ -242,6 +257,7 @@ class SimiaApp:
     ) -> None:
         self.settings = settings or ServerSettings()
         self.metrics = Metrics()
+        self._openapi: dict[str, Any] | None = None
         self.store = store
         self.service = EpisodeService(worlds, simulator, store, self.settings, self.metrics, judge)
         security = TransportSecuritySettings(
@@ -256,6 +272,7 @@ class SimiaApp:
         routes = [
             Route("/healthz", self.healthz),
             Route("/metrics", self.metrics_endpoint),
+            Route("/openapi.json", self.openapi),
             Route("/v1/worlds", self.list_worlds),
             Route("/v1/episodes", self.list_episodes, methods=["GET"]),
             Route("/v1/episodes", self.create_episode, methods=["POST"]),
@@ -268,7 +285,11 @@ class SimiaApp:
         inner = Starlette(
             routes=routes,
             lifespan=self._lifespan,
-            exception_handlers={ApiError: self._api_error, StateError: self._state_error},
+            exception_handlers={
+                ApiError: self._api_error,
+                StateError: self._state_error,
+                HTTPException: self._http_error,
+            },
         )
         self.starlette = inner
         self.app: ASGIApp = Guard(EpisodeMcpShortcut(episode_gate, inner), self.settings)
@@ -307,6 +328,16 @@ class SimiaApp:
         assert isinstance(exc, ApiError)
         return JSONResponse(exc.body(), status_code=exc.status)
 
+    async def _http_error(self, request: Request, exc: Exception) -> Response:
+        """Starlette's own refusals (no such route, a method the route lacks) in the API's error shape."""
+        assert isinstance(exc, HTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
+        message = {
+            404: f"no route {request.url.path!r}; GET /openapi.json lists them",
+            405: f"{request.method} is not allowed on {request.url.path}; GET /openapi.json lists the methods",
+        }.get(exc.status_code, str(exc.detail))
+        return JSONResponse({"error": {"code": code, "message": message}}, exc.status_code, headers=exc.headers)
+
     async def _state_error(self, request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": {"code": "invalid_state", "message": str(exc)}}, status_code=400)
 
@@ -325,6 +356,11 @@ class SimiaApp:
 
     async def metrics_endpoint(self, request: Request) -> Response:
         return Response(self.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    async def openapi(self, request: Request) -> Response:
+        if self._openapi is None:
+            self._openapi = openapi_document(requires_token=self.settings.requires_token)
+        return JSONResponse({**self._openapi, "servers": [{"url": self._base_url(request)}]})
 
     async def list_worlds(self, request: Request) -> Response:
         base = self._base_url(request)

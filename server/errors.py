@@ -5,6 +5,7 @@ ApiError
 ├── Unauthorized    401  missing or unknown bearer token
 ├── NotFound        404  unknown episode or world (also: another principal's episode)
 ├── Conflict        409  the episode is not active
+├── PayloadTooLarge 413  a request body over the limit (read no further)
 └── Overloaded      503  too many live episodes
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ApiError", "BadRequest", "Conflict", "NotFound", "Overloaded", "Unauthorized"]
+__all__ = ["ApiError", "BadRequest", "Conflict", "NotFound", "Overloaded", "PayloadTooLarge", "Unauthorized"]
 
 
 class ApiError(Exception):
@@ -46,6 +47,11 @@ class NotFound(ApiError):
 class Conflict(ApiError):
     status = 409
     code = "conflict"
+
+
+class PayloadTooLarge(ApiError):
+    status = 413
+    code = "payload_too_large"
 
 
 class Overloaded(ApiError):
