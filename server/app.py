@@ -53,8 +53,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ._body import MAX_BODY, read_body
 from .episodes import EpisodeService
-from .errors import ApiError, BadRequest, PayloadTooLarge
+from .errors import ApiError, BadRequest
 from .mcp import EpisodeGate, McpEndpoints, WorldGate
 from .metrics import Metrics
 from .openapi import openapi_document
@@ -63,7 +64,7 @@ from .settings import ServerSettings
 __all__ = ["SimiaApp", "tune_gc"]
 
 log = logging.getLogger("simia.server")
-MAX_JSON_BODY = 4 * 1024 * 1024
+MAX_JSON_BODY = MAX_BODY
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -176,25 +177,11 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 async def _parse(request: Request, model: type[M]) -> M:
     """The request body as `model`; an empty body is `{}`. Any problem is a 400 that names the field."""
-    raw = await _read_body(request, MAX_JSON_BODY)
+    raw = await read_body(request, MAX_JSON_BODY)
     try:
-        return model.model_validate_json(raw if raw.strip() else b"{}")
+        return model.model_validate_json(raw if raw.strip() else b"{}", strict=True)  # false is not 0, "1" not 1
     except ValidationError as exc:
         raise BadRequest(_validation_message(exc)) from None
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, read no further than `limit` bytes (a declared or streamed larger one is a 413)."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"request body is {int(declared)} bytes; the limit is {limit}")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"request body is over the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _validation_message(exc: ValidationError) -> str:
@@ -389,6 +376,9 @@ class SimiaApp:
 
     async def list_episodes(self, request: Request) -> Response:
         q = request.query_params
+        unknown = sorted(set(q) - {"world", "status", "task"})
+        if unknown:
+            raise BadRequest(f"unknown query parameter {unknown[0]!r}; allowed: world, status, task")
         status = q.get("status")
         if status is not None and status not in {"active", "ended", "abandoned"}:
             raise BadRequest(f"status must be active, ended or abandoned, got {status!r}")

@@ -30,8 +30,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ._body import read_body
 from .episodes import EpisodeService
-from .errors import ApiError, Conflict
+from .errors import ApiError, Conflict, PayloadTooLarge
 
 __all__ = ["EpisodeGate", "McpEndpoints", "WorldGate", "answer_call", "call_result", "failure_result", "tool_list"]
 
@@ -249,18 +250,40 @@ class WorldGate:
                     log.warning("could not end episode %s of closed session", episode_id)
 
     async def _refuse_modern(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
+        """Answer a 2026-07-28 message: a request gets method-not-found, a notification 202, anything else that
+        is not a JSON-RPC message a 400 (as the SDK's transport answers it)."""
         try:
-            message = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            message = {}
-        request_id = message.get("id") if isinstance(message, dict) else None
-        if request_id is None:
+            message = json.loads(await read_body(Request(scope, receive)))
+        except PayloadTooLarge as exc:
+            await JSONResponse(exc.body(), status_code=exc.status)(scope, receive, send)
+            return
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            await _jsonrpc_error(-32700, "Parse error: the body is not JSON", status=400)(scope, receive, send)
+            return
+        if not (
+            isinstance(message, dict) and message.get("jsonrpc") == "2.0" and isinstance(message.get("method"), str)
+        ):
+            await _jsonrpc_error(-32600, "Invalid request: not a JSON-RPC 2.0 message", status=400)(
+                scope, receive, send
+            )
+            return
+        if "id" not in message:
             await Response(status_code=202)(scope, receive, send)
             return
-        error = {
-            "code": -32601,
-            "message": "Method not found: this world URL serves MCP sessions (protocol 2025-11-25 and earlier); "
-            "connect with a session, or create an episode with POST /v1/episodes and use its mcp_url",
-        }
-        await JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error})(scope, receive, send)
+        request_id, params = message["id"], message.get("params", {})
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int) or not isinstance(params, dict | list):
+            await _jsonrpc_error(
+                -32600, "Invalid request: id must be a string or an integer, params an object", status=400
+            )(scope, receive, send)
+            return
+        message_text = (
+            "Method not found: this world URL serves MCP sessions (protocol 2025-11-25 and earlier); "
+            "connect with a session, or create an episode with POST /v1/episodes and use its mcp_url"
+        )
+        # 404, as the SDK's own 2026-07-28 transport answers method-not-found
+        await _jsonrpc_error(-32601, message_text, request_id=request_id, status=404)(scope, receive, send)
+
+
+def _jsonrpc_error(code: int, message: str, *, request_id: str | int | None = None, status: int = 200) -> Response:
+    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    return JSONResponse(body, status_code=status)

@@ -60,3 +60,71 @@ async def test_unknown_routes_and_methods_answer_with_the_error_body(make_server
     assert wrong.status_code == 405
     assert wrong.json()["error"]["code"] == "method_not_allowed"
     assert "GET" in wrong.headers["allow"]
+
+
+async def test_a_modern_era_body_to_a_world_url_is_read_no_further_than_the_limit(make_server: Any) -> None:
+    headers = {**MCP_HEADERS, "mcp-protocol-version": "2026-07-28"}
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        response = await http.post("/worlds/mock/mcp", content=_chunks(MAX_JSON_BODY + 1), headers=headers)
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "payload_too_large"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "answer"),
+    [
+        (b"[" * 5000 + b"]" * 5000, 400, {"code": -32700, "message": "Parse error: the body is not JSON"}),
+        (b'{"jsonrpc": "2.0", "method": {}, "id": null}', 400, {"code": -32600}),
+        (b'{"jsonrpc": "2.0", "method": "tools/list", "id": []}', 400, {"code": -32600}),
+        (b'{"jsonrpc": "2.0", "method": "tools/list", "id": 1, "params": null}', 400, {"code": -32600}),
+        (b'{"jsonrpc": "2.0", "method": "tools/list", "id": 7}', 404, {"code": -32601}),
+        (b'{"jsonrpc": "2.0", "method": "notifications/initialized"}', 202, None),
+    ],
+)
+async def test_a_world_url_answers_modern_era_messages_as_json_rpc_and_never_echoes_a_bad_id(
+    make_server: Any, body: bytes, status: int, answer: dict[str, Any] | None
+) -> None:
+    headers = {**MCP_HEADERS, "mcp-protocol-version": "2026-07-28"}
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        response = await http.post("/worlds/mock/mcp", content=body, headers=headers)
+    assert response.status_code == status
+    if answer is not None:
+        error = response.json()["error"]
+        assert {k: error[k] for k in answer} == answer
+        assert response.json()["id"] in (None, 7)
+
+
+async def test_an_unknown_query_parameter_is_a_400_naming_it(make_server: Any) -> None:
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        response = await http.get("/v1/episodes", params={"stauts": "active"})
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == "unknown query parameter 'stauts'; allowed: world, status, task"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        ("/fork", {"step": False}, "field 'step' must be an integer, got boolean"),
+        ("/fork", {"step": 1.0}, "field 'step' must be an integer, got number"),
+        (
+            "/end",
+            {"tokens": {"prompt_ids": ["1"], "completion_ids": []}},
+            "field 'tokens.prompt_ids.0' must be an integer",
+        ),
+        (
+            "/end",
+            {"tokens": {"prompt_ids": [], "completion_ids": [True]}},
+            "field 'tokens.completion_ids.0' must be an",
+        ),
+    ],
+)
+async def test_request_fields_are_not_coerced_from_other_json_types(
+    make_server: Any, path: str, body: dict[str, Any], message: str
+) -> None:
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+        response = await http.post(f"/v1/episodes/{episode['id']}{path}", json=body)
+        seeded = await http.post("/v1/episodes", json={"world": "mock", "seed": "7"})
+    assert response.status_code == 400
+    assert message in response.json()["error"]["message"]
+    assert seeded.status_code == 400
