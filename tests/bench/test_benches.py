@@ -21,6 +21,7 @@ BENCHES = sorted(p.name for p in BENCH.glob("[!_]*.py"))
 RATIO_LINES = {
     "backend_http_cost.py": [r"\d+\.\d+x raw asyncio"],
     "fuzz_api.py": [r"api fuzz: \d+ cases, 0 failures"],
+    "fuzz_mcp.py": [r"mcp fuzz: \d+ cases, 0 failures"],
     "local_latency.py": [r"p50 / prediction = \d+\.\d+"],
     "prompt_size.py": [r"ratio simia / full history at call \d+: +\d+\.\d+"],
     "server_load.py": [
