@@ -10,6 +10,7 @@ in is never modified; a `Step` carries the new one.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from .world import ToolSpec, World, compact_json
 __all__ = ["ErrorKind", "Simulator", "Step", "ToolCall", "check_call"]
 
 ErrorKind = Literal["agent", "infra"]
+log = logging.getLogger("simia.simulator")
 
 _unicode_json = json.JSONEncoder(ensure_ascii=False).encode
 
@@ -267,6 +269,18 @@ class Simulator:
                     start,
                     attempt,
                     detail=str(exc),
+                )
+            except Exception as exc:  # a backend bug: still a recorded infra failure, never a lost call
+                log.exception("backend %s failed unexpectedly", self.backend.spec)
+                return _infra(
+                    call,
+                    state,
+                    "backend_error",
+                    "The tool is temporarily unavailable (backend error).",
+                    usage,
+                    start,
+                    attempt,
+                    detail=f"unexpected {type(exc).__name__} in {self.backend.spec}: {exc}",
                 )
             usage = usage + completion.usage
             result = self._check(world, tool, state, completion.data)
