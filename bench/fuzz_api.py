@@ -43,6 +43,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.core.failures import FailureGroup
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _fuzz import canary_worlds, is_error_body, is_jsonrpc_error, leaked
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     negative_data_rejection,
@@ -103,7 +107,7 @@ def serve(tmp: Path, tokens: dict[str, str] | None = None) -> Iterator[Server]:
         "--backend",
         f"scripted:{SCRIPT}",
         "--worlds-dir",
-        str(ROOT / "tool_specs"),
+        str(canary_worlds(tmp / f"worlds-{port}")),
         "--db",
         str(tmp / f"fuzz-{port}.db"),
         "--port",
@@ -169,18 +173,19 @@ class Report:
         self.failures.setdefault(key, example)
 
 
-def _is_error_body(body: Any) -> bool:
-    return (
-        isinstance(body, dict)
-        and set(body) == {"error"}
-        and isinstance(body["error"], dict)
-        and set(body["error"]) == {"code", "message"}
-        and all(isinstance(body["error"][k], str) and body["error"][k] for k in ("code", "message"))
-    )
-
-
-def _is_jsonrpc_error(body: Any) -> bool:
-    return isinstance(body, dict) and body.get("jsonrpc") == "2.0" and isinstance(body.get("error"), dict)
+def _leaks(path: str, response: requests.Response) -> list[str]:
+    """The hidden task facts in an answer. `GET /v1/worlds` may carry `user_hidden` (the harness plays the user);
+    an ended episode's verdict reports each rule's expected value (`rule_checks`); nothing else may carry any."""
+    text = response.content.decode("utf-8", "replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("verdict"), dict):
+        verdict = json.dumps(data.pop("verdict"))
+        rest = json.dumps(data)
+        return leaked(rest) + [name for name in leaked(verdict) if name != "expected_state"]
+    return leaked(text, harness=path == "/v1/worlds")
 
 
 def _own_checks(response: requests.Response, case: schemathesis.Case, auth: str, foreign_id: bool) -> list[str]:
@@ -198,7 +203,7 @@ def _own_checks(response: requests.Response, case: schemathesis.Case, auth: str,
             body = response.json()
         except ValueError:
             body = None
-        if not (_is_error_body(body) or (mcp and _is_jsonrpc_error(body))):
+        if not (is_error_body(body) or (mcp and is_jsonrpc_error(body))):
             problems.append(f"HTTP {status} without the error body")
     if auth in ("none", "wrong", "malformed") and not public and status not in (401, 403, 421):
         problems.append(f"a request with {auth} token got HTTP {status}, not 401")
@@ -302,6 +307,8 @@ def _bucket(
         report.cases += 1
         report.by_status[response.status_code] += 1
         curl = case.as_curl_command(headers=dict(response.request.headers))
+        for name in _leaks(case.operation.path, response):
+            report.fail(f"{op.label}: the {name} canary in an answer", f"{curl}\n-> {response.text[:300]}")
         for problem in _own_checks(response, case, auth, foreign_id):
             report.fail(f"{op.label}: {problem}", f"{curl}\n-> {response.status_code} {response.text[:300]}")
         checks: list[Callable[..., Any]] = list(SCHEMA_CHECKS)

@@ -42,7 +42,7 @@ from mcp.shared.inbound import encode_header_value
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _fuzz import ThreadServer, is_error_body, is_jsonrpc_error, leaked
+from _fuzz import CANARIES, ThreadServer, is_error_body, is_jsonrpc_error, leaked
 from simia.server import ServerSettings
 
 MODERN = "2026-07-28"
@@ -54,6 +54,7 @@ CLIENT_META = {
     "io.modelcontextprotocol/clientCapabilities": {},
 }
 MAX_BODY = 4 * 1024 * 1024
+PER_EPISODE = 60  # cases sent to one episode before the fuzzer opens fresh ones
 ODD_TEXT = [
     "\u0000",
     "\ud800",  # a lone surrogate: valid JSON (escaped), not encodable as UTF-8
@@ -103,6 +104,7 @@ class Target:
 class Report:
     cases: int = 0
     kinds: Counter[str] = field(default_factory=Counter)  # what the answers were
+    prompts: int = 0  # simulator prompts checked for canaries
     failures: dict[str, str] = field(default_factory=dict)
 
     def fail(self, key: str, example: str) -> None:
@@ -384,13 +386,22 @@ def fuzz(server: ThreadServer, cases: int, seed: int, report: Report) -> None:
     worlds = server.app.service.worlds
     tools = {name: [t.mcp_dict() for t in world.tools] for name, world in worlds.items()}
     pools = {name: _strings(world.initial_state) for name, world in worlds.items()}
-    all_targets = targets(client, worlds)
-    each = max(1, cases // len(all_targets))
-    for target in all_targets:
-        _run(server, client, target, tools[target.world], pools, each, seed, report)()
-        if not server.alive():
-            report.fail("the server died", repr(server.crashed))
-            return
+    # Fresh episodes every round: each case reads its episode twice, so episodes stay short (O(events) reads).
+    target = report.cases + cases
+    for round_ in range(10_000):
+        left = target - report.cases
+        if left <= 0:
+            break
+        fresh = targets(client, worlds)
+        each = max(1, min(PER_EPISODE, left // len(fresh)))
+        before = report.cases
+        for one in fresh:
+            _run(server, client, one, tools[one.world], pools, each, seed + round_, report)()
+            if not server.alive():
+                report.fail("the server died", repr(server.crashed))
+                return
+        if report.cases == before:
+            break
     for record in server.errors.records:
         report.fail("an ERROR logged by the server", record)
     for leak in server.prompt_leaks:
@@ -398,6 +409,11 @@ def fuzz(server: ThreadServer, cases: int, seed: int, report: Report) -> None:
     worlds_answer = client.http.get(server.url + "/v1/worlds", timeout=10).text
     for name in leaked(worlds_answer, harness=True):
         report.fail(f"{name} canary in GET /v1/worlds", worlds_answer[:300])
+    if CANARIES["user_hidden"] not in worlds_answer:  # the control: the canaries are there to be leaked
+        report.fail("the canaries were not planted", worlds_answer[:300])
+    report.prompts = server.prompts
+    if cases >= 50 and not server.prompts:
+        report.fail("no simulator prompt was checked for canaries", "")
 
 
 def _strings(state: Any) -> list[str]:
@@ -477,7 +493,9 @@ def main() -> None:
     kinds = ", ".join(f"{k}: {n}" for k, n in sorted(report.kinds.items()))
     print(
         f"mcp fuzz: {report.cases} cases, {len(report.failures)} failures in {time.perf_counter() - start:.0f} s "
-        f"(answers {kinds})"
+        f"(answers {kinds}); {report.prompts} simulator prompts checked for canaries, 0 leaks"
+        if not any("canary" in key for key in report.failures)
+        else f"(answers {kinds}); CANARY LEAKS"
     )
     for key, example in report.failures.items():
         print(f"\nFAIL {key}\n{example}")

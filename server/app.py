@@ -55,7 +55,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ._body import MAX_BODY, read_body
 from .episodes import EpisodeService
-from .errors import ApiError, BadRequest
+from .errors import ApiError, BadRequest, http_error
 from .mcp import EpisodeGate, McpEndpoints, WorldGate
 from .metrics import Metrics
 from .openapi import openapi_document
@@ -275,7 +275,7 @@ class SimiaApp:
             exception_handlers={
                 ApiError: self._api_error,
                 StateError: self._state_error,
-                HTTPException: self._http_error,
+                HTTPException: http_error,
             },
         )
         self.starlette = inner
@@ -314,16 +314,6 @@ class SimiaApp:
     async def _api_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
         return JSONResponse(exc.body(), status_code=exc.status)
-
-    async def _http_error(self, request: Request, exc: Exception) -> Response:
-        """Starlette's own refusals (no such route, a method the route lacks) in the API's error shape."""
-        assert isinstance(exc, HTTPException)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
-        message = {
-            404: f"no route {request.url.path!r}; GET /openapi.json lists them",
-            405: f"{request.method} is not allowed on {request.url.path}; GET /openapi.json lists the methods",
-        }.get(exc.status_code, str(exc.detail))
-        return JSONResponse({"error": {"code": code, "message": message}}, exc.status_code, headers=exc.headers)
 
     async def _state_error(self, request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": {"code": "invalid_state", "message": str(exc)}}, status_code=400)

@@ -13,7 +13,20 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ApiError", "BadRequest", "Conflict", "NotFound", "Overloaded", "PayloadTooLarge", "Unauthorized"]
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+__all__ = [
+    "ApiError",
+    "BadRequest",
+    "Conflict",
+    "NotFound",
+    "Overloaded",
+    "PayloadTooLarge",
+    "Unauthorized",
+    "http_error",
+]
 
 
 class ApiError(Exception):
@@ -57,3 +70,14 @@ class PayloadTooLarge(ApiError):
 class Overloaded(ApiError):
     status = 503
     code = "overloaded"
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such route, a method the route lacks) in the API's error shape."""
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
+    message = {
+        404: f"no route {request.url.path!r}; GET /openapi.json lists them",
+        405: f"{request.method} is not allowed on {request.url.path}; GET /openapi.json lists the methods",
+    }.get(exc.status_code, str(exc.detail))
+    return JSONResponse({"error": {"code": code, "message": message}}, exc.status_code, headers=exc.headers)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections import OrderedDict
 from typing import Any
 
 import mcp_types as types
@@ -26,13 +27,14 @@ from simia.sim.store import EventRecord
 from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND, META_SEQ
 from simia.sim.world import World
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._body import read_body
 from .episodes import EpisodeService
-from .errors import ApiError, Conflict, PayloadTooLarge
+from .errors import ApiError, Conflict, PayloadTooLarge, http_error
 
 __all__ = ["EpisodeGate", "McpEndpoints", "WorldGate", "answer_call", "call_result", "failure_result", "tool_list"]
 
@@ -116,6 +118,9 @@ class McpEndpoints:
     ) -> None:
         self.service = service
         self.sessions: dict[str, str] = {}  # handshake session id -> episode id (world URLs)
+        # handshake session id -> the principal that opened it (world URLs); the oldest are forgotten past the cap
+        self.owners: OrderedDict[str, str] = OrderedDict()
+        self.max_owners = 4 * max_sessions
         self._tools = {name: tool_list(world) for name, world in service.worlds.items()}
         schemas: dict[str, list[dict[str, Any]]] = {}
         for world in service.worlds.values():
@@ -140,11 +145,20 @@ class McpEndpoints:
         common = dict(transport_security=security, max_sessions=max_sessions, session_idle_timeout=idle_timeout)
         self.episode_app: Starlette = self.episode_server.streamable_http_app(**common)  # type: ignore[arg-type]
         self.world_app: Starlette = self.world_server.streamable_http_app(**common)  # type: ignore[arg-type]
+        for app in (self.episode_app, self.world_app):  # a path under an MCP URL that is not one: the API's 404
+            app.add_exception_handler(HTTPException, http_error)
 
     def forget(self, episode_ids: set[str]) -> None:
         """Drop the session mappings of episodes that are no longer active (their sessions expired)."""
         for session in [s for s, e in self.sessions.items() if e in episode_ids]:
             del self.sessions[session]
+            self.owners.pop(session, None)
+
+    def own(self, session: str, principal: str) -> None:
+        """Record that `principal` opened `session`."""
+        self.owners[session] = principal
+        while len(self.owners) > self.max_owners:
+            self.owners.popitem(last=False)
 
     async def _episode_list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -220,7 +234,8 @@ class EpisodeGate:
 
 class WorldGate:
     """In front of `/worlds/{world}/mcp`: unknown worlds 404; the 2026-07-28 era is refused (see module doc);
-    closing a session (DELETE) ends its episode."""
+    a session belongs to the principal that opened it (anyone else, or a session it no longer knows, gets a
+    404); closing a session (DELETE) ends its episode."""
 
     def __init__(self, app: ASGIApp, endpoints: McpEndpoints) -> None:
         self.app = app
@@ -241,16 +256,36 @@ class WorldGate:
         if scope["method"] == "POST" and version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             await self._refuse_modern(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        principal = str(scope.get("state", {}).get("principal", ""))
         session = headers.get("mcp-session-id")
+        if session and self.endpoints.owners.get(session) != principal:
+            body = {"error": {"code": "not_found", "message": "no such MCP session; initialize a new one"}}
+            await JSONResponse(body, status_code=404)(scope, receive, send)
+            return
+        if session:
+            await self.app(scope, receive, send)
+        else:
+            await self.app(scope, receive, self._recording(send, principal))
         if scope["method"] == "DELETE" and session:
+            self.endpoints.owners.pop(session, None)
             episode_id = self.endpoints.sessions.pop(session, None)
             if episode_id is not None:
-                principal = str(scope.get("state", {}).get("principal", ""))
                 try:
                     await self.endpoints.service.end(episode_id, principal)
                 except ApiError:
                     log.warning("could not end episode %s of closed session", episode_id)
+
+    def _recording(self, send: Send, principal: str) -> Send:
+        """`send`, noting the owner of a session the SDK opens in its answer (an `initialize`)."""
+
+        async def recording(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                for name, value in message.get("headers", []):
+                    if name.lower() == b"mcp-session-id":
+                        self.endpoints.own(value.decode("latin-1"), principal)
+            await send(message)
+
+        return recording
 
     async def _refuse_modern(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer a 2026-07-28 message: a request gets method-not-found, a notification 202, anything else that
