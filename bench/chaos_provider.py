@@ -14,7 +14,8 @@ can be counted) and writes. Checks:
   `invalid_simulation` and a short message;
 - retries stay within the budget: no call costs more provider requests than attempts allow;
 - no event lost or duplicated: each episode's events are exactly the acknowledged calls (unique seqs);
-- `/metrics` counts each outcome as the events do; nothing is logged at ERROR by simia.
+- `/metrics` counts each outcome as the events do, and each kind of failed model request
+  (`simia_backend_failures_total{reason}`); nothing is logged at ERROR by simia.
 
 Prints `N calls, F failures` with the faults injected; exits 1 on any failure.
 """
@@ -62,6 +63,7 @@ class Report:
     faults: Counter[str] = field(default_factory=Counter)
     provider_requests: int = 0
     max_requests_per_call: int = 0
+    backend_failures: Counter[str] = field(default_factory=Counter)  # as /metrics counts them
     failures: dict[str, str] = field(default_factory=dict)
 
     def fail(self, key: str, example: str) -> None:
@@ -220,8 +222,17 @@ async def _check_metrics(port: int, report: Report) -> None:
                 counted["ok"] += int(sample.value)
             elif sample.name == "simia_tool_errors_total":
                 counted[f"{sample.labels['kind']}:{sample.labels['code']}"] += int(sample.value)
+            elif sample.name == "simia_backend_failures_total":
+                report.backend_failures[sample.labels["reason"]] += int(sample.value)
     if counted != report.outcomes:
         report.fail("/metrics disagrees with the answers", f"metrics {dict(counted)}, answers {dict(report.outcomes)}")
+    # Each kind of provider fault shows in /metrics as the failures it causes (wrong_schema is a good answer
+    # the simulator refuses: it shows as invalid_simulation when it happens on every attempt).
+    expected = {"rate_limited", "server_error", "connection", "malformed"}
+    if report.calls >= 200 and not expected <= set(report.backend_failures):
+        report.fail("/metrics lacks a kind of backend failure", f"{dict(report.backend_failures)}")
+    if report.calls >= 200 and not {"timeout", "deadline"} & set(report.backend_failures):
+        report.fail("/metrics counts no timeout", f"{dict(report.backend_failures)}")
 
 
 def run(agents: int, calls: int, seed: int = 0) -> Report:
@@ -249,6 +260,7 @@ def main() -> None:
     )
     print(f"  faults: {dict(sorted(report.faults.items()))}")
     print(f"  answers: {dict(sorted(report.outcomes.items()))}")
+    print(f"  /metrics backend failures: {dict(sorted(report.backend_failures.items()))}")
     for key, example in report.failures.items():
         print(f"\nFAIL {key}\n{example}")
     sys.stdout.flush()

@@ -22,6 +22,7 @@ import contextlib
 import gc
 import logging
 import re
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
@@ -244,6 +245,9 @@ class SimiaApp:
     ) -> None:
         self.settings = settings or ServerSettings()
         self.metrics = Metrics()
+        failures = getattr(simulator.backend, "failures", None)  # a Backend subclass that skipped Backend.__init__
+        if isinstance(failures, Counter):
+            self.metrics.backend_failures = failures
         self._openapi: dict[str, Any] | None = None
         self.store = store
         self.service = EpisodeService(worlds, simulator, store, self.settings, self.metrics, judge)

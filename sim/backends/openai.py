@@ -241,9 +241,9 @@ class OpenAIBackend(Backend):
                 options={"timeout": timeout, "security": {"bearer_auth": True}},  # type: ignore[typeddict-unknown-key]
             )
         except openai.APITimeoutError as exc:
-            raise Retryable(f"request timed out: {exc}") from None
+            raise Retryable(f"request timed out: {exc}", reason="timeout") from None
         except openai.APIConnectionError as exc:
-            raise Retryable(f"connection error: {exc}") from None
+            raise Retryable(f"connection error: {exc}", reason="connection") from None
         except openai.APIStatusError as exc:
             raise status_failure(self.spec, exc.status_code, exc.body, str(exc.message), exc.response.headers) from None
         except (openai.APIResponseValidationError, ValueError) as exc:  # ValueError: a body that is not JSON
@@ -271,9 +271,9 @@ class OpenAIBackend(Backend):
             async with asyncio.timeout(timeout):
                 response = await self._lean.post("/chat/completions", body)
         except TimeoutError:
-            raise Retryable(f"request timed out after {timeout:.1f}s") from None
+            raise Retryable(f"request timed out after {timeout:.1f}s", reason="timeout") from None
         except ConnectionError as exc:
-            raise Retryable(f"connection error: {exc}") from None
+            raise Retryable(f"connection error: {exc}", reason="connection") from None
         except ValueError as exc:
             raise BackendOutputError(f"{self.spec}: malformed response: {exc}") from None
         try:

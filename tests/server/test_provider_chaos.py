@@ -146,3 +146,4 @@ def test_200_agents_under_provider_chaos_get_results_or_clean_infra_errors_in_ti
     assert set(report.faults) == {"ok", *FAULTS}
     assert report.max_requests_per_call <= 12
     assert {"ok", "agent:item_not_found", "infra:backend_error"} <= set(report.outcomes)
+    assert {"rate_limited", "server_error", "connection", "malformed"} <= set(report.backend_failures)
