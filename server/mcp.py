@@ -299,7 +299,10 @@ class WorldGate:
             await _jsonrpc_error(-32700, "Parse error: the body is not JSON", status=400)(scope, receive, send)
             return
         if not (
-            isinstance(message, dict) and message.get("jsonrpc") == "2.0" and isinstance(message.get("method"), str)
+            isinstance(message, dict)
+            and message.get("jsonrpc") == "2.0"
+            and isinstance(message.get("method"), str)
+            and isinstance(message.get("params", {}), dict | list)
         ):
             await _jsonrpc_error(-32600, "Invalid request: not a JSON-RPC 2.0 message", status=400)(
                 scope, receive, send
@@ -308,11 +311,11 @@ class WorldGate:
         if "id" not in message:
             await Response(status_code=202)(scope, receive, send)
             return
-        request_id, params = message["id"], message.get("params", {})
-        if isinstance(request_id, bool) or not isinstance(request_id, str | int) or not isinstance(params, dict | list):
-            await _jsonrpc_error(
-                -32600, "Invalid request: id must be a string or an integer, params an object", status=400
-            )(scope, receive, send)
+        request_id = message["id"]
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+            await _jsonrpc_error(-32600, "Invalid request: id must be a string or an integer", status=400)(
+                scope, receive, send
+            )
             return
         message_text = (
             "Method not found: this world URL serves MCP sessions (protocol 2025-11-25 and earlier); "

@@ -79,6 +79,7 @@ async def test_a_modern_era_body_to_a_world_url_is_read_no_further_than_the_limi
         (b'{"jsonrpc": "2.0", "method": "tools/list", "id": 1, "params": null}', 400, {"code": -32600}),
         (b'{"jsonrpc": "2.0", "method": "tools/list", "id": 7}', 404, {"code": -32601}),
         (b'{"jsonrpc": "2.0", "method": "notifications/initialized"}', 202, None),
+        (b'{"jsonrpc": "2.0", "method": "notifications/initialized", "params": "x"}', 400, {"code": -32600}),
     ],
 )
 async def test_a_world_url_answers_modern_era_messages_as_json_rpc_and_never_echoes_a_bad_id(
