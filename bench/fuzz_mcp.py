@@ -192,8 +192,6 @@ def _rpc(request_id: Any, method: str, params: Any) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}).encode()
 
 
-# -- strategies ---------------------------------------------------------------------------------------
-
 JSON_LEAF = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
 JSON = st.recursive(
     JSON_LEAF, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
@@ -327,9 +325,6 @@ def _message(request_id: Any, method: str, params: Any, target: Target) -> bytes
     if request_id is not None:
         message["id"] = request_id
     return json.dumps(message).encode()
-
-
-# -- the checks ---------------------------------------------------------------------------------------
 
 
 def check(

@@ -407,13 +407,11 @@ def served_routes(routes: list[Any], prefix: str = "") -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     for route in routes:
         path = prefix + str(getattr(route, "path", ""))
-        inner = getattr(route, "app", None)
-        sub = getattr(route, "routes", None) or None
-        while sub is None and inner is not None:
-            sub = getattr(inner, "routes", None)
-            inner = getattr(inner, "app", None)
         if isinstance(route, Mount):
-            found += served_routes(list(sub or []), path)
+            app: Any = route.app
+            while app is not None and getattr(app, "routes", None) is None:  # through the gates
+                app = getattr(app, "app", None)
+            found += served_routes(list(getattr(app, "routes", [])), path)
             continue
         methods = getattr(route, "methods", None)
         verbs = sorted(m.lower() for m in methods if m != "HEAD") if methods else list(MCP_METHODS)
