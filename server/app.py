@@ -4,6 +4,7 @@ Routes (JSON; a bearer token is required when any is configured):
 
     GET  /healthz                       liveness (no token needed)
     GET  /metrics                       Prometheus text
+    GET  /openapi.json                  the OpenAPI 3.1 description of this API (server/openapi.py)
     GET  /v1/worlds                     loaded worlds with their tools and tasks
     POST /v1/episodes                   {"world", "task"?, "seed"?} -> 201 episode with its mcp_url
     GET  /v1/episodes[?world=&status=&task=]
@@ -21,6 +22,7 @@ import contextlib
 import gc
 import logging
 import re
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
@@ -52,16 +54,18 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ._body import MAX_BODY, read_body
 from .episodes import EpisodeService
-from .errors import ApiError, BadRequest
+from .errors import ApiError, BadRequest, http_error
 from .mcp import EpisodeGate, McpEndpoints, WorldGate
 from .metrics import Metrics
+from .openapi import openapi_document
 from .settings import ServerSettings
 
 __all__ = ["SimiaApp", "tune_gc"]
 
 log = logging.getLogger("simia.server")
-MAX_JSON_BODY = 4 * 1024 * 1024
+MAX_JSON_BODY = MAX_BODY
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -173,29 +177,14 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 
 async def _parse(request: Request, model: type[M]) -> M:
-    """The request body as `model`; an empty body is `{}`. Any problem is a 400 that names the field.
-
-    Parsing is strict: a JSON value of the wrong type (`"12"` or `true` for an integer) is refused, never
-    converted."""
-    raw = await _body(request)
+    """The request body as `model`; an empty body is `{}`. Any problem is a 400 that names the field (a body
+    over the limit a 413). Parsing is strict: a JSON value of the wrong type (`"12"` or `true` for an integer)
+    is refused, never converted."""
+    raw = await read_body(request, MAX_JSON_BODY)
     try:
         return model.model_validate_json(raw if raw.strip() else b"{}", strict=True)
     except ValidationError as exc:
         raise BadRequest(_validation_message(exc)) from None
-
-
-async def _body(request: Request) -> bytes:
-    """The request body, read only up to `MAX_JSON_BODY` bytes (a larger one is refused, not kept in memory)."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_JSON_BODY:
-        raise BadRequest(f"request body is {declared} bytes; the limit is {MAX_JSON_BODY}")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_JSON_BODY:
-            raise BadRequest(f"request body is over {MAX_JSON_BODY} bytes, the limit")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _validation_message(exc: ValidationError) -> str:
@@ -265,6 +254,10 @@ class SimiaApp:
     ) -> None:
         self.settings = settings or ServerSettings()
         self.metrics = Metrics()
+        failures = getattr(simulator.backend, "failures", None)  # a Backend subclass that skipped Backend.__init__
+        if isinstance(failures, Counter):
+            self.metrics.backend_failures = failures
+        self._openapi: dict[str, Any] | None = None
         self.store = store
         self.service = EpisodeService(worlds, simulator, store, self.settings, self.metrics, judge)
         security = TransportSecuritySettings(
@@ -279,6 +272,7 @@ class SimiaApp:
         routes = [
             Route("/healthz", self.healthz),
             Route("/metrics", self.metrics_endpoint),
+            Route("/openapi.json", self.openapi),
             Route("/v1/worlds", self.list_worlds),
             Route("/v1/episodes", self.list_episodes, methods=["GET"]),
             Route("/v1/episodes", self.create_episode, methods=["POST"]),
@@ -294,7 +288,7 @@ class SimiaApp:
             exception_handlers={
                 ApiError: self._api_error,
                 StateError: self._state_error,
-                HTTPException: self._http_error,
+                HTTPException: http_error,
                 Exception: self._internal_error,
             },
         )
@@ -338,24 +332,6 @@ class SimiaApp:
     async def _state_error(self, request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": {"code": "invalid_state", "message": str(exc)}}, status_code=400)
 
-    async def _http_error(self, request: Request, exc: Exception) -> Response:
-        """The router's own refusals (no such route, wrong method) in the API's error shape."""
-        assert isinstance(exc, HTTPException)
-        allowed = ", ".join(sorted((exc.headers or {}).get("Allow", "").split(", ")))  # a set: its order varies
-        if exc.status_code == 405:
-            code, message = (
-                "method_not_allowed",
-                f"{request.method} is not allowed on {request.url.path}; use {allowed}",
-            )
-        elif exc.status_code == 404:
-            routes = "/healthz, /metrics, /v1/worlds, /v1/episodes[/ID[/fork|/end]]"
-            code, message = "not_found", f"no route {request.url.path!r}; the API's routes: {routes}"
-        else:
-            code, message = "http_error", str(exc.detail)
-        response = _error(exc.status_code, code, message)
-        response.headers.update(exc.headers or {})
-        return response
-
     async def _internal_error(self, request: Request, exc: Exception) -> Response:
         """A bug, not bad input: still the API's error shape (the traceback goes to the server log)."""
         return _error(500, "internal_error", "internal server error; the server log has the details")
@@ -375,6 +351,11 @@ class SimiaApp:
 
     async def metrics_endpoint(self, request: Request) -> Response:
         return Response(self.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    async def openapi(self, request: Request) -> Response:
+        if self._openapi is None:
+            self._openapi = openapi_document(requires_token=self.settings.requires_token)
+        return JSONResponse({**self._openapi, "servers": [{"url": self._base_url(request)}]})
 
     async def list_worlds(self, request: Request) -> Response:
         base = self._base_url(request)

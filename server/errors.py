@@ -5,6 +5,7 @@ ApiError
 ├── Unauthorized    401  missing or unknown bearer token
 ├── NotFound        404  unknown episode or world (also: another principal's episode)
 ├── Conflict        409  the episode is not active
+├── PayloadTooLarge 413  a request body over the limit (read no further)
 └── Overloaded      503  too many live episodes
 """
 
@@ -12,7 +13,20 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ApiError", "BadRequest", "Conflict", "NotFound", "Overloaded", "Unauthorized"]
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+__all__ = [
+    "ApiError",
+    "BadRequest",
+    "Conflict",
+    "NotFound",
+    "Overloaded",
+    "PayloadTooLarge",
+    "Unauthorized",
+    "http_error",
+]
 
 
 class ApiError(Exception):
@@ -48,6 +62,23 @@ class Conflict(ApiError):
     code = "conflict"
 
 
+class PayloadTooLarge(ApiError):
+    status = 413
+    code = "payload_too_large"
+
+
 class Overloaded(ApiError):
     status = 503
     code = "overloaded"
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such route, a method the route lacks) in the API's error shape."""
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
+    allowed = ", ".join(sorted((exc.headers or {}).get("Allow", "").split(", ")))  # a set: its order varies
+    message = {
+        404: f"no route {request.url.path!r}; GET /openapi.json lists them",
+        405: f"{request.method} is not allowed on {request.url.path}; use {allowed}",
+    }.get(exc.status_code, str(exc.detail))
+    return JSONResponse({"error": {"code": code, "message": message}}, exc.status_code, headers=exc.headers)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections import OrderedDict
 from typing import Any
 
 import mcp_types as types
@@ -26,12 +27,14 @@ from simia.sim.store import EventRecord
 from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND, META_INJECTED, META_SEQ
 from simia.sim.world import World
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ._body import read_body
 from .episodes import EpisodeService
-from .errors import ApiError, Conflict
+from .errors import ApiError, Conflict, PayloadTooLarge, http_error
 
 __all__ = ["EpisodeGate", "McpEndpoints", "WorldGate", "answer_call", "call_result", "failure_result", "tool_list"]
 
@@ -58,7 +61,10 @@ def request_key(ctx: ServerRequestContext[Any], name: str, arguments: dict[str, 
     if ctx.request_id is None:
         return None
     session = _request(ctx).headers.get("mcp-session-id", "")
-    raw = to_json([session, ctx.request_id, name, arguments], fallback=str)
+    try:
+        raw = to_json([session, ctx.request_id, name, arguments], fallback=str)
+    except ValueError:  # arguments no JSON can carry (too deep, unpaired surrogates): the simulator refuses them
+        return None
     return hashlib.blake2b(raw, digest_size=16).hexdigest()
 
 
@@ -114,6 +120,9 @@ class McpEndpoints:
     ) -> None:
         self.service = service
         self.sessions: dict[str, str] = {}  # handshake session id -> episode id (world URLs)
+        # handshake session id -> the principal that opened it (world URLs); the oldest are forgotten past the cap
+        self.owners: OrderedDict[str, str] = OrderedDict()
+        self.max_owners = 4 * max_sessions
         self._tools = {name: tool_list(world) for name, world in service.worlds.items()}
         schemas: dict[str, list[dict[str, Any]]] = {}
         for world in service.worlds.values():
@@ -138,11 +147,20 @@ class McpEndpoints:
         common = dict(transport_security=security, max_sessions=max_sessions, session_idle_timeout=idle_timeout)
         self.episode_app: Starlette = self.episode_server.streamable_http_app(**common)  # type: ignore[arg-type]
         self.world_app: Starlette = self.world_server.streamable_http_app(**common)  # type: ignore[arg-type]
+        for app in (self.episode_app, self.world_app):  # a path under an MCP URL that is not one: the API's 404
+            app.add_exception_handler(HTTPException, http_error)
 
     def forget(self, episode_ids: set[str]) -> None:
         """Drop the session mappings of episodes that are no longer active (their sessions expired)."""
         for session in [s for s, e in self.sessions.items() if e in episode_ids]:
             del self.sessions[session]
+            self.owners.pop(session, None)
+
+    def own(self, session: str, principal: str) -> None:
+        """Record that `principal` opened `session`."""
+        self.owners[session] = principal
+        while len(self.owners) > self.max_owners:
+            self.owners.popitem(last=False)
 
     async def _episode_list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -218,7 +236,8 @@ class EpisodeGate:
 
 class WorldGate:
     """In front of `/worlds/{world}/mcp`: unknown worlds 404; the 2026-07-28 era is refused (see module doc);
-    closing a session (DELETE) ends its episode."""
+    a session belongs to the principal that opened it (anyone else, or a session it no longer knows, gets a
+    404); closing a session (DELETE) ends its episode."""
 
     def __init__(self, app: ASGIApp, endpoints: McpEndpoints) -> None:
         self.app = app
@@ -239,30 +258,75 @@ class WorldGate:
         if scope["method"] == "POST" and version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             await self._refuse_modern(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        principal = str(scope.get("state", {}).get("principal", ""))
         session = headers.get("mcp-session-id")
+        if session and self.endpoints.owners.get(session) != principal:
+            body = {"error": {"code": "not_found", "message": "no such MCP session; initialize a new one"}}
+            await JSONResponse(body, status_code=404)(scope, receive, send)
+            return
+        if session:
+            await self.app(scope, receive, send)
+        else:
+            await self.app(scope, receive, self._recording(send, principal))
         if scope["method"] == "DELETE" and session:
+            self.endpoints.owners.pop(session, None)
             episode_id = self.endpoints.sessions.pop(session, None)
             if episode_id is not None:
-                principal = str(scope.get("state", {}).get("principal", ""))
                 try:
                     await self.endpoints.service.end(episode_id, principal)
                 except ApiError:
                     log.warning("could not end episode %s of closed session", episode_id)
 
+    def _recording(self, send: Send, principal: str) -> Send:
+        """`send`, noting the owner of a session the SDK opens in its answer (an `initialize`)."""
+
+        async def recording(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                for name, value in message.get("headers", []):
+                    if name.lower() == b"mcp-session-id":
+                        self.endpoints.own(value.decode("latin-1"), principal)
+            await send(message)
+
+        return recording
+
     async def _refuse_modern(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
+        """Answer a 2026-07-28 message: a request gets method-not-found, a notification 202, anything else that
+        is not a JSON-RPC message a 400 (as the SDK's transport answers it)."""
         try:
-            message = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            message = {}
-        request_id = message.get("id") if isinstance(message, dict) else None
-        if request_id is None:
+            message = json.loads(await read_body(Request(scope, receive)))
+        except PayloadTooLarge as exc:
+            await JSONResponse(exc.body(), status_code=exc.status)(scope, receive, send)
+            return
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            await _jsonrpc_error(-32700, "Parse error: the body is not JSON", status=400)(scope, receive, send)
+            return
+        if not (
+            isinstance(message, dict)
+            and message.get("jsonrpc") == "2.0"
+            and isinstance(message.get("method"), str)
+            and isinstance(message.get("params", {}), dict | list)
+        ):
+            await _jsonrpc_error(-32600, "Invalid request: not a JSON-RPC 2.0 message", status=400)(
+                scope, receive, send
+            )
+            return
+        if "id" not in message:
             await Response(status_code=202)(scope, receive, send)
             return
-        error = {
-            "code": -32601,
-            "message": "Method not found: this world URL serves MCP sessions (protocol 2025-11-25 and earlier); "
-            "connect with a session, or create an episode with POST /v1/episodes and use its mcp_url",
-        }
-        await JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error})(scope, receive, send)
+        request_id = message["id"]
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+            await _jsonrpc_error(-32600, "Invalid request: id must be a string or an integer", status=400)(
+                scope, receive, send
+            )
+            return
+        message_text = (
+            "Method not found: this world URL serves MCP sessions (protocol 2025-11-25 and earlier); "
+            "connect with a session, or create an episode with POST /v1/episodes and use its mcp_url"
+        )
+        # 404, as the SDK's own 2026-07-28 transport answers method-not-found
+        await _jsonrpc_error(-32601, message_text, request_id=request_id, status=404)(scope, receive, send)
+
+
+def _jsonrpc_error(code: int, message: str, *, request_id: str | int | None = None, status: int = 200) -> Response:
+    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    return JSONResponse(body, status_code=status)

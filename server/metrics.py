@@ -23,7 +23,8 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 
 
 
 class Metrics:
-    """What `/metrics` reports: tool calls, errors, latency, live and created episodes, backend tokens and cost."""
+    """What `/metrics` reports: tool calls, errors, latency, live and created episodes, backend tokens, cost and
+    failed model requests (`backend_failures`: the backend's own counter, shared)."""
 
     def __init__(self) -> None:
         self.calls: Counter[tuple[str, str, str]] = Counter()  # (world, tool, outcome)
@@ -33,6 +34,7 @@ class Metrics:
         self.tokens: Counter[str] = Counter({"prompt": 0, "completion": 0})
         self.cost_usd = 0.0
         self.live = 0
+        self.backend_failures: Counter[str] = Counter()  # the simulator backend's failed attempts, by kind
         self.registry = CollectorRegistry()
         self.registry.register(_Collector(self))
 
@@ -105,3 +107,11 @@ class _Collector(Collector):
         yield CounterMetricFamily(
             "simia_backend_cost_usd", "Simulator cost in USD (known prices only)", value=m.cost_usd
         )
+        failures = CounterMetricFamily(
+            "simia_backend_failures",
+            "Failed simulator model requests by kind (rate_limited, server_error, timeout, connection, malformed, ...)",
+            labels=["reason"],
+        )
+        for reason, count in sorted(m.backend_failures.items()):
+            failures.add_metric([reason], count)
+        yield failures

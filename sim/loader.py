@@ -125,7 +125,23 @@ class _WorldFile(BaseModel):
     simulator: SimulatorHints = SimulatorHints()
 
 
+def _outside(path: Path, issues: _Collector) -> bool:
+    """Whether `path` leads out of the world's folder (a symlink, or `..` in a link): such a file is not read, so a
+    world from elsewhere cannot pull another file of this machine into its prompts and answers."""
+    try:
+        inside = path.resolve().is_relative_to(issues.folder.resolve())
+    except (OSError, RuntimeError):  # a symlink loop
+        inside = False
+    if not inside:
+        issues.add(
+            str(path), "$", "the file leads outside the world's folder", "copy it into the folder; do not link it"
+        )
+    return not inside
+
+
 def _read_yaml(path: Path, issues: _Collector) -> Any:
+    if _outside(path, issues):
+        return None
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.MarkedYAMLError as exc:
@@ -139,6 +155,8 @@ def _read_yaml(path: Path, issues: _Collector) -> Any:
 
 def _read_text(path: Path, issues: _Collector, kind: str) -> str | None:
     """A text file as UTF-8; None (and an issue naming the file) when it cannot be read."""
+    if _outside(path, issues):
+        return None
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -149,6 +167,8 @@ def _read_text(path: Path, issues: _Collector, kind: str) -> str | None:
 
 
 def _read_json(path: Path, issues: _Collector) -> Any:
+    if _outside(path, issues):
+        return None
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

@@ -10,6 +10,7 @@ in is never modified; a `Step` carries the new one.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from .world import ToolSpec, World, compact_json
 __all__ = ["ErrorKind", "Simulator", "Step", "ToolCall", "check_call"]
 
 ErrorKind = Literal["agent", "infra"]
+log = logging.getLogger("simia.simulator")
 
 _unicode_json = json.JSONEncoder(ensure_ascii=False).encode
 
@@ -80,6 +82,42 @@ def _agent_error(call: ToolCall, state: dict[str, Any], code: str, text: str) ->
     return Step(call.tool, call.arguments, None, text, True, state, error_code=code, error_kind="agent")
 
 
+def _shown(text: str) -> str:
+    """A name as it may be repeated and stored: valid Unicode (unpaired surrogates escaped), at most 64 characters."""
+    safe = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return safe if len(safe) <= _SHOWN_NAME else safe[:_SHOWN_NAME] + "..."
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether objects and arrays nest deeper than `limit` (iterative: no recursion on hostile input)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            stack.extend((inner, depth + 1) for inner in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def _recordable(call: ToolCall, max_argument_bytes: int) -> ToolCall:
+    """What a refused call's event keeps: the name made safe to store, and the arguments unless they are over
+    the limits (then a note of what was refused: a refused call must not grow the database by megabytes)."""
+    try:
+        size = len(call.arguments_json.encode()) if not _too_deep(call.arguments, MAX_ARGUMENT_DEPTH) else -1
+    except ValueError:
+        size = -1
+    if 0 <= size <= max_argument_bytes:
+        return ToolCall(_shown(call.tool), call.arguments)
+    note = f"{size} bytes" if size >= 0 else "not storable (too deep or invalid Unicode)"
+    return ToolCall(_shown(call.tool), {"simia/refused_arguments": note})
+
+
+MAX_ARGUMENT_DEPTH = 32
+"""Arguments nested deeper than this (objects and arrays) are refused before any model call."""
+_SHOWN_NAME = 64  # characters of an unknown tool's name that are repeated back and recorded
+
+
 def check_call(world: World, call: ToolCall, *, max_argument_bytes: int = 32_768) -> tuple[ToolSpec | None, str | None]:
     """Check a call before any model sees it.
 
@@ -89,8 +127,13 @@ def check_call(world: World, call: ToolCall, *, max_argument_bytes: int = 32_768
     tool = world.tool(call.tool)
     if tool is None:
         names = ", ".join(t.name for t in world.tools)
-        return None, f"Unknown tool {call.tool!r}. Available tools: {names}."
-    size = len(call.arguments_json.encode())
+        return None, f"Unknown tool {_shown(call.tool)!r}. Available tools: {names}."
+    if _too_deep(call.arguments, MAX_ARGUMENT_DEPTH):
+        return tool, f"Arguments are nested too deeply (the limit is {MAX_ARGUMENT_DEPTH} levels)."
+    try:
+        size = len(call.arguments_json.encode())
+    except ValueError:  # a lone surrogate (valid as a JSON escape, not as Unicode text)
+        return tool, "Arguments must be valid Unicode text (a string holds an unpaired surrogate)."
     if size > max_argument_bytes:
         return tool, f"Arguments are too large ({size} bytes; the limit is {max_argument_bytes})."
     problems = validate_instance(tool.input_schema, call.arguments)
@@ -164,7 +207,7 @@ class Simulator:
         tool, problem = check_call(world, call, max_argument_bytes=limit)
         if problem is not None or tool is None:
             code = "unknown_tool" if tool is None else "invalid_arguments"
-            return _agent_error(call, state, code, problem or "")
+            return _agent_error(_recordable(call, limit), state, code, problem or "")
         start = time.monotonic()
         schema = self._schemas.get((world.content_hash, tool.name))
         if schema is None:  # built once per tool, not on every call
@@ -226,6 +269,18 @@ class Simulator:
                     start,
                     attempt,
                     detail=str(exc),
+                )
+            except Exception as exc:  # a backend bug: still a recorded infra failure, never a lost call
+                log.exception("backend %s failed unexpectedly", self.backend.spec)
+                return _infra(
+                    call,
+                    state,
+                    "backend_error",
+                    "The tool is temporarily unavailable (backend error).",
+                    usage,
+                    start,
+                    attempt,
+                    detail=f"unexpected {type(exc).__name__} in {self.backend.spec}: {exc}",
                 )
             usage = usage + completion.usage
             result = self._check(world, tool, state, completion.data)

@@ -5,6 +5,11 @@ on 127.0.0.1, point `openai-compatible:` / `anthropic:` backends at its URL, and
 script its replies (status, body, headers, delay) or answer with a function. With
 `refuse_tools=True` it answers any chat-completions request carrying `tools` or `tool_choice`
 with the HTTP 400 vLLM gives when started without `--enable-auto-tool-choice`.
+
+With `chaos=Chaos(seed=...)` it mixes provider faults into its answers at random (seeded): 429
+with and without Retry-After, 500/502/503, a hang past the client's deadline, a slow trickle,
+a truncated body, garbage, a connection closed mid-answer, and valid JSON of the wrong schema.
+`faults` counts what each request got.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import argparse
 import asyncio
 import contextlib
 import json
+import random
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,12 +28,13 @@ import uvicorn
 from simia.server.inprocess import serving
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from .mock_world import mock_world_answer
 
-__all__ = ["VLLM_TOOLS_REFUSED", "FakeProvider", "FakeReply"]
+__all__ = ["FAULTS", "VLLM_TOOLS_REFUSED", "Chaos", "ChaosReset", "FakeProvider", "FakeReply"]
 
 VLLM_TOOLS_REFUSED = {
     "object": "error",
@@ -49,6 +57,75 @@ class FakeReply:
     delay: float = 0.0
 
 
+FAULTS = (
+    "429",
+    "429_retry_after",
+    "500",
+    "502",
+    "503",
+    "hang",
+    "trickle",
+    "truncated",
+    "garbage",
+    "reset",
+    "wrong_schema",
+)
+"""The faults of chaos mode: `429_retry_after` carries `Retry-After`; `hang` answers only after `Chaos.hang`
+seconds; `trickle` sends a good answer a few bytes at a time over `Chaos.trickle` seconds; `truncated` is a
+200 whose JSON stops halfway; `garbage` a 200 that is not JSON (or JSON nested past any parser's limit);
+`reset` closes the connection in the middle of the body; `wrong_schema` is a well-formed completion whose
+content is JSON that does not fit the request's schema."""
+
+
+@dataclass
+class Chaos:
+    """Provider faults mixed into the answers at random, reproducibly for one seed and one arrival order.
+
+    Attributes:
+        seed: seeds the draw of each request's fault.
+        rate: the share of requests that get a fault (the rest are answered normally).
+        faults: the faults to draw from, equally likely (default: all of `FAULTS`).
+        hang: seconds a `hang` waits before answering (set it past the client's deadline).
+        trickle: seconds a `trickle` takes to send its whole answer.
+        retry_after: the `Retry-After` seconds of `429_retry_after`.
+    """
+
+    seed: int = 0
+    rate: float = 0.5
+    faults: tuple[str, ...] = FAULTS
+    hang: float = 30.0
+    trickle: float = 1.0
+    retry_after: float = 0.2
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.faults) - set(FAULTS))
+        if unknown:
+            raise ValueError(f"unknown chaos fault(s) {unknown}; known: {', '.join(FAULTS)}")
+        self._random = random.Random(self.seed)
+
+    def draw(self) -> str:
+        """The next request's fault, or `ok`."""
+        if self._random.random() >= self.rate:
+            return "ok"
+        return self._random.choice(self.faults)
+
+
+class ChaosReset(ConnectionResetError):
+    """Raised by the fake provider's app to close a connection mid-answer (the server logs it; it is no bug)."""
+
+
+class _ClosedMidBody(Response):
+    """Announces a body, sends part of it, then drops the connection."""
+
+    def __init__(self, body: bytes) -> None:
+        super().__init__(body, media_type="application/json")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        await send({"type": "http.response.body", "body": self.body[: len(self.body) // 2], "more_body": True})
+        raise ChaosReset("chaos: connection closed mid-answer")
+
+
 class FakeProvider:
     """A fake OpenAI + Anthropic server.
 
@@ -58,6 +135,8 @@ class FakeProvider:
         latency: seconds every reply waits (for load tests).
         refuse_tools: answer OpenAI requests that carry `tools` or `tool_choice` with vLLM's HTTP 400
             (`VLLM_TOOLS_REFUSED`), recording the request but using no scripted reply.
+        chaos: mix provider faults into the answers (scripted replies are sent as scripted; chaos draws
+            for the others). `faults` counts what each request got, `ok` included.
     """
 
     def __init__(
@@ -66,10 +145,13 @@ class FakeProvider:
         latency: float = 0.0,
         *,
         refuse_tools: bool = False,
+        chaos: Chaos | None = None,
     ) -> None:
         self.default = answer if answer is not None else {"ok": True}
         self.latency = latency
         self.refuse_tools = refuse_tools
+        self.chaos = chaos
+        self.faults: Counter[str] = Counter()
         self.queue: list[FakeReply] = []
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -111,7 +193,13 @@ class FakeProvider:
                 self.requests.append(body)
                 self.headers.append(dict(request.headers))
                 return JSONResponse(VLLM_TOOLS_REFUSED, status_code=400)
+        scripted = bool(self.queue)
         reply, body = await self._reply(request)
+        fault = self._fault(scripted)
+        if fault not in ("ok", "trickle", "truncated", "reset", "wrong_schema"):
+            return await self._failure(fault, {"error": {"message": f"chaos: {fault}", "type": "fake_error"}})
+        if fault == "wrong_schema":
+            reply.answer = {"chaos": "an answer of the wrong shape"}
         if reply.body is not None:
             return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type="application/json")
         if reply.status != 200:
@@ -129,20 +217,25 @@ class FakeProvider:
                 for i, c in enumerate(reply.answer["tool_calls"])
             ]
             message = {"role": "assistant", "content": reply.answer.get("message") or None, "tool_calls": calls or None}
-        return JSONResponse(
-            {
-                "id": f"chatcmpl-{len(self.requests)}",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body.get("model", "fake"),
-                "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
-                "usage": {"prompt_tokens": 100, "completion_tokens": len(content) // 4, "total_tokens": 0},
-            },
-            headers=reply.headers,
-        )
+        answer = {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", "fake"),
+            "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": len(content) // 4, "total_tokens": 0},
+        }
+        return self._deliver(fault, answer, reply.headers)
 
     async def _anthropic(self, request: Request) -> Response:
+        scripted = bool(self.queue)
         reply, body = await self._reply(request)
+        fault = self._fault(scripted)
+        if fault not in ("ok", "trickle", "truncated", "reset", "wrong_schema"):
+            error = {"type": "error", "error": {"type": "fake_error", "message": f"chaos: {fault}"}}
+            return await self._failure(fault, error)
+        if fault == "wrong_schema":
+            reply.answer = {"chaos": "an answer of the wrong shape"}
         if reply.body is not None:
             return Response(reply.body, status_code=reply.status, headers=reply.headers, media_type="application/json")
         if reply.status != 200:
@@ -160,19 +253,50 @@ class FakeProvider:
                 }
                 for i, c in enumerate(reply.answer["tool_calls"])
             ]
-        return JSONResponse(
-            {
-                "id": f"msg_{len(self.requests)}",
-                "type": "message",
-                "role": "assistant",
-                "model": body.get("model", "fake"),
-                "content": content,
-                "stop_reason": "tool_use",
-                "stop_sequence": None,
-                "usage": {"input_tokens": 120, "output_tokens": 30},
-            },
-            headers=reply.headers,
-        )
+        answer = {
+            "id": f"msg_{len(self.requests)}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "fake"),
+            "content": content,
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 120, "output_tokens": 30},
+        }
+        return self._deliver(fault, answer, reply.headers)
+
+    def _fault(self, scripted: bool) -> str:
+        """This request's chaos fault (`ok` without chaos, and for scripted replies)."""
+        fault = "ok" if self.chaos is None or scripted else self.chaos.draw()
+        self.faults[fault] += 1
+        return fault
+
+    async def _failure(self, fault: str, error: dict[str, Any]) -> Response:
+        """A fault that replaces the answer: an error status, a hang, or garbage."""
+        assert self.chaos is not None
+        if fault == "hang":
+            await asyncio.sleep(self.chaos.hang)
+            return JSONResponse(error, status_code=504)
+        if fault == "garbage":
+            junk = random.Random(len(self.requests)).choice(
+                [b"<html>502 Bad Gateway</html>", b"\x00\xff not json", b"[" * 100_000, b'{"choices": 3}', b""]
+            )
+            return Response(junk, status_code=200, media_type="application/json")
+        status = int(fault.split("_")[0])
+        headers = {"retry-after": f"{self.chaos.retry_after:g}"} if fault == "429_retry_after" else {}
+        return JSONResponse(error, status_code=status, headers=headers)
+
+    def _deliver(self, fault: str, answer: dict[str, Any], headers: dict[str, str]) -> Response:
+        """A good answer, sent whole, trickled, truncated or cut off mid-body."""
+        data = json.dumps(answer).encode()
+        if fault == "truncated":
+            return Response(data[: len(data) // 2], media_type="application/json", headers=headers)
+        if fault == "reset":
+            return _ClosedMidBody(data)
+        if fault == "trickle":
+            assert self.chaos is not None
+            return StreamingResponse(_trickle(data, self.chaos.trickle), media_type="application/json")
+        return Response(data, media_type="application/json", headers=headers)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[FakeProvider]:
@@ -182,8 +306,16 @@ class FakeProvider:
             yield self
 
 
+async def _trickle(data: bytes, seconds: float, pieces: int = 10) -> AsyncIterator[bytes]:
+    size = max(1, len(data) // pieces)
+    for start in range(0, len(data), size):
+        await asyncio.sleep(seconds / pieces)
+        yield data[start : start + size]
+
+
 def main() -> None:
-    """`python -m simia.testing.fake_provider --port P [--latency S] [--answer mock]`: serve until killed."""
+    """`python -m simia.testing.fake_provider --port P [--latency S] [--answer mock] [--chaos RATE]`: serve until
+    killed."""
     parser = argparse.ArgumentParser(description="A fake OpenAI/Anthropic provider for tests and benchmarks.")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds every reply waits")
@@ -193,11 +325,14 @@ def main() -> None:
         default="mock",
         help='mock: a correct simulator of the mock world; ok: always {"ok": true}',
     )
+    parser.add_argument("--chaos", type=float, default=0.0, metavar="RATE", help="share of answers that are faults")
+    parser.add_argument("--chaos-seed", type=int, default=0, help="seeds the faults' draw")
     args = parser.parse_args()
     answer: Any = None
     if args.answer == "mock":
         answer = mock_world_answer
-    provider = FakeProvider(answer, latency=args.latency)
+    chaos = Chaos(seed=args.chaos_seed, rate=args.chaos) if args.chaos else None
+    provider = FakeProvider(answer, latency=args.latency, chaos=chaos)
     uvicorn.run(provider.app, host="127.0.0.1", port=args.port, log_level="warning", backlog=4096)
 
 

@@ -12,6 +12,7 @@ import json
 import random
 import time
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -119,11 +120,16 @@ class Completion:
 
 
 class Retryable(Exception):
-    """Raised by `Backend.generate` for failures worth retrying (connection, 429, 5xx, timeout)."""
+    """Raised by `Backend.generate` for failures worth retrying (connection, 429, 5xx, timeout).
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    `reason` names the kind for `Backend.failures` (and `/metrics`): `rate_limited`, `server_error`,
+    `timeout`, `connection` or `unavailable`.
+    """
+
+    def __init__(self, message: str, retry_after: float | None = None, *, reason: str = "unavailable") -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -193,6 +199,8 @@ class Backend(ABC):
         self.max_concurrency = max_concurrency
         self.retry = retry or RetryPolicy()
         self._semaphore: asyncio.Semaphore | None = None
+        self.failures: Counter[str] = Counter()
+        """Failed attempts by kind: a `Retryable`'s reason, `deadline`, `malformed` (output) or `rejected`."""
 
     @abstractmethod
     async def generate(self, request: CompletionRequest, timeout: float) -> Completion:
@@ -241,9 +249,17 @@ class Backend(ABC):
                         async with asyncio.timeout(remaining):
                             completion = await attempt(remaining)
                 except TimeoutError:
+                    self.failures["deadline"] += 1
                     timed_out = True
                     break
+                except BackendOutputError:
+                    self.failures["malformed"] += 1
+                    raise
+                except BackendRejected:
+                    self.failures["rejected"] += 1
+                    raise
                 except Retryable as exc:
+                    self.failures[exc.reason] += 1
                     last = str(exc)
                     if exc.retry_after is not None and exc.retry_after > policy.max_retry_after:
                         raise BackendUnavailable(
@@ -305,5 +321,6 @@ def status_failure(spec: str, status: int, body: Any, fallback: str, headers: An
             message = str(error["message"])
     message = message[:300]
     if status in (408, 409, 429) or status >= 500:
-        return Retryable(f"HTTP {status}: {message}", retry_after_seconds(headers))
+        reason = "rate_limited" if status == 429 else "server_error" if status >= 500 else "unavailable"
+        return Retryable(f"HTTP {status}: {message}", retry_after_seconds(headers), reason=reason)
     return BackendRejected(f"{spec}: HTTP {status}: {message}")

@@ -123,9 +123,9 @@ class AnthropicBackend(Backend):
         try:
             return await self._client.messages.create(**kwargs)
         except anthropic.APITimeoutError as exc:
-            raise Retryable(f"request timed out: {exc}") from None
+            raise Retryable(f"request timed out: {exc}", reason="timeout") from None
         except anthropic.APIConnectionError as exc:
-            raise Retryable(f"connection error: {exc}") from None
+            raise Retryable(f"connection error: {exc}", reason="connection") from None
         except anthropic.APIStatusError as exc:
             raise status_failure(self.spec, exc.status_code, exc.body, str(exc.message), exc.response.headers) from None
         except anthropic.APIResponseValidationError as exc:

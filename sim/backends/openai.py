@@ -244,9 +244,9 @@ class OpenAIBackend(Backend):
                 options={"timeout": timeout, "security": {"bearer_auth": True}},  # type: ignore[typeddict-unknown-key]
             )
         except openai.APITimeoutError as exc:
-            raise Retryable(f"request timed out: {exc}") from None
+            raise Retryable(f"request timed out: {exc}", reason="timeout") from None
         except openai.APIConnectionError as exc:
-            raise Retryable(f"connection error: {exc}") from None
+            raise Retryable(f"connection error: {exc}", reason="connection") from None
         except openai.APIStatusError as exc:
             raise status_failure(self.spec, exc.status_code, exc.body, str(exc.message), exc.response.headers) from None
         except (openai.APIResponseValidationError, ValueError) as exc:  # ValueError: a body that is not JSON
@@ -274,29 +274,39 @@ class OpenAIBackend(Backend):
             async with asyncio.timeout(timeout):
                 response = await self._lean.post("/chat/completions", body)
         except TimeoutError:
-            raise Retryable(f"request timed out after {timeout:.1f}s") from None
+            raise Retryable(f"request timed out after {timeout:.1f}s", reason="timeout") from None
         except ConnectionError as exc:
-            raise Retryable(f"connection error: {exc}") from None
+            raise Retryable(f"connection error: {exc}", reason="connection") from None
         except ValueError as exc:
             raise BackendOutputError(f"{self.spec}: malformed response: {exc}") from None
         try:
             data = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or JSON nested past the parser's limit
             data = None
         if response.status != 200:
             text = response.body.decode("utf-8", "replace")
             raise status_failure(self.spec, response.status, data, text, response.headers)
+        # Any shape may come back (a proxy's page, a truncated body, {"choices": 3}): check each level.
         choices = data.get("choices") if isinstance(data, dict) else None
-        if not choices or not isinstance(choices[0], dict):
+        message = (
+            choices[0].get("message")
+            if isinstance(choices, list) and choices and isinstance(choices[0], dict)
+            else None
+        )
+        if not isinstance(message, dict):
             raise BackendOutputError(f"{self.spec}: malformed response body: {response.body[:120]!r}")
-        message = choices[0].get("message") or {}
-        usage = data.get("usage") or {}
+        assert isinstance(data, dict)
+        usage = data.get("usage")
+        if not isinstance(usage, dict):
+            usage = {}
+        calls = message.get("tool_calls")
+        content = message.get("content")
         return _Reply(
-            message.get("content"),
-            list(message.get("tool_calls") or []),
-            data.get("model"),
-            usage.get("prompt_tokens"),
-            usage.get("completion_tokens"),
+            content if isinstance(content, str) else None,
+            [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else [],
+            data.get("model") if isinstance(data.get("model"), str) else None,
+            _count(usage.get("prompt_tokens")),
+            _count(usage.get("completion_tokens")),
         )
 
     def _usage(self, reply: _Reply) -> Usage:
@@ -308,6 +318,11 @@ class OpenAIBackend(Backend):
         await self._client.close()
         if self._lean is not None:
             await self._lean.aclose()
+
+
+def _count(value: Any) -> int | None:
+    """A token count from a response, or None when it is not a count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _compact(schema: dict[str, Any]) -> str:

@@ -20,6 +20,9 @@ BENCHES = sorted(p.name for p in BENCH.glob("[!_]*.py"))
 # The lines each bench's figures are read from; a new bench adds its own here.
 RATIO_LINES = {
     "backend_http_cost.py": [r"\d+\.\d+x raw asyncio"],
+    "chaos_provider.py": [r"provider chaos: \d+ agents, \d+ calls, 0 failures"],
+    "fuzz_api.py": [r"api fuzz: \d+ cases, 0 failures"],
+    "fuzz_mcp.py": [r"mcp fuzz: \d+ cases, 0 failures"],
     "local_latency.py": [r"p50 / prediction = \d+\.\d+"],
     "prompt_size.py": [r"ratio simia / full history at call \d+: +\d+\.\d+"],
     "schema_validity.py": [r"ratio valid-in-the-end / calls: \d+\.\d+"],

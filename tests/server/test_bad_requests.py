@@ -125,8 +125,8 @@ BAD = [
     ("POST", "/v1/episodes", b"null", 400, "request body must be a JSON object"),
     ("POST", "/v1/episodes/{id}/fork", b"\x00", 400, "request body is not valid JSON"),
     # huge bodies
-    ("POST", "/v1/episodes", b"{" + b" " * BIG + b"}", 400, f"the limit is {4 * 1024 * 1024}"),
-    ("POST", "/v1/episodes/{id}/end", b'{"transcript": "' + b"a" * BIG + b'"}', 400, "the limit is"),
+    ("POST", "/v1/episodes", b"{" + b" " * BIG + b"}", 413, f"the limit is {4 * 1024 * 1024}"),
+    ("POST", "/v1/episodes/{id}/end", b'{"transcript": "' + b"a" * BIG + b'"}', 413, "the limit is"),
     # query parameters and ids
     ("GET", "/v1/episodes?limit=-1", None, 400, "unknown query parameter 'limit'; filters: world, status, task"),
     ("GET", "/v1/episodes?stauts=ended", None, 400, "unknown query parameter 'stauts'"),
@@ -145,7 +145,7 @@ BAD = [
     ("DELETE", "/v1/episodes/{id}", None, 405, "DELETE is not allowed on /v1/episodes/"),
     ("PUT", "/v1/episodes", {}, 405, "PUT is not allowed on /v1/episodes; use"),
     ("GET", "/v1/episodes/{id}/fork", None, 405, "GET is not allowed on /v1/episodes/"),
-    ("GET", "/v2/worlds", None, 404, "no route '/v2/worlds'; the API's routes: /healthz"),
+    ("GET", "/v2/worlds", None, 404, "no route '/v2/worlds'; GET /openapi.json lists them"),
     ("GET", "/v1/episodes/a/b/c", None, 404, "no route '/v1/episodes/a/b/c'"),
 ]
 
@@ -199,8 +199,8 @@ async def test_a_huge_streamed_body_is_refused_without_being_read_whole(live: Li
 
     before = await live.snapshot()
     response = await live.http.post("/v1/episodes", content=chunks(), headers={"content-type": "application/json"})
-    assert response.status_code == 400
-    assert response.json()["error"]["message"] == f"request body is over {4 * 1024 * 1024} bytes, the limit"
+    assert response.status_code == 413
+    assert response.json()["error"]["message"] == f"request body is over the limit of {4 * 1024 * 1024} bytes"
     assert await live.snapshot() == before
 
 

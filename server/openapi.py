@@ -1,0 +1,419 @@
+"""The OpenAPI 3.1 description of simia's HTTP API, generated from the wire models (`simia.sim.wire`).
+
+`OPERATIONS` lists every route of the app with its body, query, answer and the error statuses it
+can give; `openapi_document` renders them with the wire models' JSON Schemas as components, so the
+document, the server and the typed client read one contract. `GET /openapi.json` serves it. The MCP
+endpoints are listed too (JSON-RPC over POST, the SSE stream, session close): their bodies and
+errors are the MCP SDK's, described loosely; MCP itself is the contract there.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+from simia.sim.wire import (
+    CreateEpisode,
+    EndedEpisode,
+    EndEpisode,
+    Episode,
+    EpisodeDetail,
+    EpisodeList,
+    ErrorBody,
+    ForkEpisode,
+    Health,
+    WorldList,
+)
+from starlette.routing import Mount
+
+__all__ = ["ERROR_STATUSES", "OPERATIONS", "Operation", "QueryParam", "openapi_document", "served_routes"]
+
+REF = "#/components/schemas/{model}"
+
+ERROR_STATUSES: dict[int, str] = {
+    400: "Malformed JSON, an unknown, missing or invalid field, or a bad query value (the message names it)",
+    401: "Missing or unknown bearer token",
+    403: "Origin not allowed (DNS-rebinding protection)",
+    404: "Unknown episode or world (also: another principal's episode)",
+    409: "The episode is not active",
+    413: "Request body over the size limit",
+    421: "Host not allowed (DNS-rebinding protection)",
+    503: "Too many live episodes",
+}
+"""Every status the API answers with an `ErrorBody`, and when."""
+
+_GUARD = (403, 421)  # the outermost middleware checks these on every request
+
+
+@dataclass(frozen=True)
+class QueryParam:
+    name: str
+    description: str
+    enum: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One route and method of the app, as the document describes it.
+
+    Attributes:
+        answer: the model of the success body; None for non-JSON answers (`content` says what).
+        errors: the error statuses the route itself can give (the guard's 403, 421 and, with tokens, 401
+            are added to every operation).
+        public: reachable without a bearer token.
+        kind: `api` (JSON answers, `ErrorBody` errors) or `mcp` (an MCP endpoint: the SDK's JSON-RPC).
+    """
+
+    method: Literal["get", "post", "delete"]
+    path: str
+    operation_id: str
+    summary: str
+    answer: type[BaseModel] | None = None
+    status: int = 200
+    body: type[BaseModel] | None = None
+    query: tuple[QueryParam, ...] = ()
+    errors: tuple[int, ...] = ()
+    public: bool = False
+    kind: Literal["api", "mcp"] = "api"
+    content: str = "application/json"
+
+
+_EPISODE_ID = "episode_id"
+_BODY_ERRORS = (400, 413)
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("get", "/healthz", "health", "Liveness and the number of served worlds", Health, public=True),
+    Operation("get", "/openapi.json", "openapi", "This document", content="application/json"),
+    Operation(
+        "get", "/metrics", "metrics", "Prometheus metrics: calls, errors, latency, episodes, tokens, cost", content=""
+    ),
+    Operation("get", "/v1/worlds", "list_worlds", "Worlds with their tools, policy and tasks", WorldList),
+    Operation(
+        "get",
+        "/v1/episodes",
+        "list_episodes",
+        "The caller's episodes, newest first",
+        EpisodeList,
+        query=(
+            QueryParam("world", "Only episodes of this world"),
+            QueryParam("status", "Only episodes with this status", ("active", "ended", "abandoned")),
+            QueryParam("task", "Only episodes of this task"),
+        ),
+        errors=(400,),
+    ),
+    Operation(
+        "post",
+        "/v1/episodes",
+        "create_episode",
+        "Start an episode of a world (a task's initial_state_patch is applied)",
+        Episode,
+        status=201,
+        body=CreateEpisode,
+        errors=(*_BODY_ERRORS, 404, 503),
+    ),
+    Operation(
+        "get",
+        "/v1/episodes/{episode_id}",
+        "get_episode",
+        "An episode with its state, events, verdict and transcript",
+        EpisodeDetail,
+        errors=(404,),
+    ),
+    Operation(
+        "post",
+        "/v1/episodes/{episode_id}/fork",
+        "fork_episode",
+        "A new episode from the state after a step (default: the last)",
+        Episode,
+        status=201,
+        body=ForkEpisode,
+        errors=(*_BODY_ERRORS, 404, 503),
+    ),
+    Operation(
+        "post",
+        "/v1/episodes/{episode_id}/end",
+        "end_episode",
+        "Close the episode (idempotent) and judge it",
+        EndedEpisode,
+        body=EndEpisode,
+        errors=(*_BODY_ERRORS, 404),
+    ),
+    Operation(
+        "post",
+        "/episodes/{episode_id}/mcp",
+        "episode_mcp_post",
+        "MCP JSON-RPC on one episode",
+        kind="mcp",
+        errors=(404,),
+    ),
+    Operation(
+        "get",
+        "/episodes/{episode_id}/mcp",
+        "episode_mcp_stream",
+        "MCP server-to-client stream (handshake era)",
+        kind="mcp",
+        errors=(404,),
+    ),
+    Operation(
+        "delete",
+        "/episodes/{episode_id}/mcp",
+        "episode_mcp_close",
+        "Close an MCP session (handshake era)",
+        kind="mcp",
+        errors=(404,),
+    ),
+    Operation(
+        "post",
+        "/worlds/{world}/mcp",
+        "world_mcp_post",
+        "MCP JSON-RPC; each handshake session opens a new episode",
+        kind="mcp",
+        errors=(404,),
+    ),
+    Operation(
+        "get", "/worlds/{world}/mcp", "world_mcp_stream", "MCP server-to-client stream", kind="mcp", errors=(404,)
+    ),
+    Operation(
+        "delete",
+        "/worlds/{world}/mcp",
+        "world_mcp_close",
+        "Close an MCP session and end its episode",
+        kind="mcp",
+        errors=(404,),
+    ),
+)
+"""Every route of `SimiaApp` (a test checks the app's route table against this list)."""
+
+_REQUESTS: tuple[type[BaseModel], ...] = (CreateEpisode, ForkEpisode, EndEpisode)
+_ANSWERS: tuple[type[BaseModel], ...] = (
+    ErrorBody,
+    Health,
+    WorldList,
+    Episode,
+    EpisodeList,
+    EndedEpisode,
+    EpisodeDetail,
+)
+
+_JSONRPC_ID = {"type": ["string", "integer"]}
+_MCP_SCHEMAS: dict[str, Any] = {
+    "JsonRpcMessage": {
+        "description": "A JSON-RPC 2.0 request or notification of the Model Context Protocol.",
+        "type": "object",
+        "required": ["jsonrpc", "method"],
+        "properties": {
+            "jsonrpc": {"const": "2.0"},
+            "id": _JSONRPC_ID,
+            "method": {"type": "string"},
+            "params": {"type": "object"},
+        },
+    },
+    "JsonRpcAnswer": {
+        "description": "A JSON-RPC 2.0 result or error.",
+        "type": "object",
+        "required": ["jsonrpc"],
+        "properties": {
+            "jsonrpc": {"const": "2.0"},
+            "id": {"type": ["string", "integer", "null"]},
+            "result": {"type": "object"},
+            "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
+            },
+        },
+    },
+}
+
+
+def _components() -> dict[str, Any]:
+    modes: list[tuple[type[BaseModel], JsonSchemaMode]] = [(m, "validation") for m in _REQUESTS]
+    modes += [(m, "serialization") for m in _ANSWERS]
+    _, top = models_json_schema(modes, ref_template=REF)
+    schemas: dict[str, Any] = dict(top.get("$defs", {}))
+    schemas.update(copy.deepcopy(_MCP_SCHEMAS))
+    return schemas
+
+
+def _ref(model: type[BaseModel]) -> dict[str, str]:
+    return {"$ref": REF.format(model=model.__name__)}
+
+
+def _error_response(status: int) -> dict[str, Any]:
+    return {"description": ERROR_STATUSES[status], "content": {"application/json": {"schema": _ref(ErrorBody)}}}
+
+
+def _path_params(path: str) -> list[dict[str, Any]]:
+    params = []
+    if "{episode_id}" in path:
+        params.append(
+            {
+                "name": _EPISODE_ID,
+                "in": "path",
+                "required": True,
+                "description": "An episode id from POST /v1/episodes",
+                "schema": {"type": "string"},
+            }
+        )
+    if "{world}" in path:
+        params.append(
+            {
+                "name": "world",
+                "in": "path",
+                "required": True,
+                "description": "A world name",
+                "schema": {"type": "string"},
+            }
+        )
+    return params
+
+
+def _api_operation(op: Operation) -> dict[str, Any]:
+    out: dict[str, Any] = {"operationId": op.operation_id, "summary": op.summary, "tags": ["api"]}
+    params = _path_params(op.path)
+    for q in op.query:
+        schema: dict[str, Any] = {"type": "string"}
+        if q.enum:
+            schema["enum"] = list(q.enum)
+        params.append(
+            {"name": q.name, "in": "query", "required": False, "description": q.description, "schema": schema}
+        )
+    if params:
+        out["parameters"] = params
+    if op.body is not None:
+        out["requestBody"] = {"required": False, "content": {"application/json": {"schema": _ref(op.body)}}}
+    if op.answer is not None:
+        success: dict[str, Any] = {"description": "OK", "content": {"application/json": {"schema": _ref(op.answer)}}}
+    elif op.content:
+        success = {"description": "OK", "content": {op.content: {"schema": {"type": "object"}}}}
+    else:
+        success = {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
+    out["responses"] = {str(op.status): success}
+    return out
+
+
+def _mcp_operation(op: Operation) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "operationId": op.operation_id,
+        "summary": op.summary,
+        "tags": ["mcp"],
+        "description": "The Model Context Protocol's Streamable HTTP transport (https://modelcontextprotocol.io); "
+        "protocol errors are JSON-RPC errors, tool failures are isError results.",
+        "parameters": [
+            *_path_params(op.path),
+            {"name": "MCP-Protocol-Version", "in": "header", "required": False, "schema": {"type": "string"}},
+            {"name": "Mcp-Session-Id", "in": "header", "required": False, "schema": {"type": "string"}},
+        ],
+    }
+    answer = {"schema": {"$ref": REF.format(model="JsonRpcAnswer")}}
+    jsonrpc_error = {"application/json": answer}
+    if op.method == "post":
+        out["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": REF.format(model="JsonRpcMessage")}}},
+        }
+        out["responses"] = {
+            "200": {
+                "description": "The JSON-RPC answer, as JSON or as an SSE stream",
+                "content": {"application/json": answer, "text/event-stream": {"schema": {"type": "string"}}},
+            },
+            "202": {"description": "A notification or response was accepted"},
+        }
+    elif op.method == "get":
+        out["responses"] = {
+            "200": {"description": "Server-to-client SSE stream", "content": {"text/event-stream": {}}},
+            "405": {"description": "No stream on this URL or protocol era"},
+        }
+    else:
+        out["responses"] = {"200": {"description": "Session closed"}, "405": {"description": "No sessions here"}}
+    out["responses"].update(
+        {
+            "400": {
+                "description": "A malformed message, a missing session, or a bad header",
+                "content": {**jsonrpc_error, "text/plain": {"schema": {"type": "string"}}},
+            },
+            "404": {
+                "description": "Unknown episode or world (also: another principal's episode), or an unknown session",
+                "content": {"application/json": {"schema": {"anyOf": [_ref(ErrorBody), answer["schema"]]}}},
+            },
+            "406": {"description": "The Accept header excludes the answer's media types", "content": jsonrpc_error},
+            "413": {
+                "description": ERROR_STATUSES[413],
+                "content": {
+                    "application/json": {"schema": _ref(ErrorBody)},
+                    "text/plain": {"schema": {"type": "string"}},
+                },
+            },
+            "415": {"description": "Content-Type is not application/json", "content": jsonrpc_error},
+        }
+    )
+    return out
+
+
+def openapi_document(*, requires_token: bool, server_url: str | None = None, version: str = "0.1.0") -> dict[str, Any]:
+    """The OpenAPI 3.1 document of a simia server.
+
+    Args:
+        requires_token: the server was given bearer tokens: every operation but `/healthz` needs one
+            (`bearerAuth`) and may answer 401.
+        server_url: put in `servers` (absent: clients resolve paths against the document's own URL).
+        version: the API version (`info.version`).
+
+    Returns:
+        The document as a JSON-ready dict.
+    """
+    paths: dict[str, dict[str, Any]] = {}
+    for op in OPERATIONS:
+        spec = _mcp_operation(op) if op.kind == "mcp" else _api_operation(op)
+        statuses = sorted({*op.errors, *_GUARD, *((401,) if requires_token and not op.public else ())})
+        for status in statuses:
+            if op.kind == "api" or str(status) not in spec["responses"]:
+                spec["responses"][str(status)] = _error_response(status)
+        if requires_token:
+            spec["security"] = [] if op.public else [{"bearerAuth": []}]
+        paths.setdefault(op.path, {})[op.method] = spec
+    document: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "simia",
+            "version": version,
+            "description": "An MCP server whose tools are simulated by an LLM: episodes, worlds and their MCP "
+            'endpoints. Every error is {"error": {"code", "message"}} with a message that says what to fix.',
+        },
+        "paths": paths,
+        "components": {"schemas": _components()},
+    }
+    if server_url:
+        document["servers"] = [{"url": server_url}]
+    if requires_token:
+        document["components"]["securitySchemes"] = {
+            "bearerAuth": {"type": "http", "scheme": "bearer", "description": "A token given to simia serve --token"}
+        }
+    return document
+
+
+MCP_METHODS = ("get", "post", "delete")
+"""What an MCP Streamable HTTP endpoint answers (any other method gets 405)."""
+
+
+def served_routes(routes: list[Any], prefix: str = "") -> list[tuple[str, str]]:
+    """Every (method, path) a Starlette route list serves, read from the table itself (HEAD aside).
+
+    A `Mount` is walked into: through gates that wrap an app (`.app`) down to the first app with
+    routes. A route without methods is an MCP endpoint (`MCP_METHODS`).
+    """
+    found: list[tuple[str, str]] = []
+    for route in routes:
+        path = prefix + str(getattr(route, "path", ""))
+        if isinstance(route, Mount):
+            app: Any = route.app
+            while app is not None and getattr(app, "routes", None) is None:  # through the gates
+                app = getattr(app, "app", None)
+            found += served_routes(list(getattr(app, "routes", [])), path)
+            continue
+        methods = getattr(route, "methods", None)
+        verbs = sorted(m.lower() for m in methods if m != "HEAD") if methods else list(MCP_METHODS)
+        found += [(verb, path) for verb in verbs]
+    return found

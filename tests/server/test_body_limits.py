@@ -1,0 +1,131 @@
+"""Every HTTP body has a limit: the API reads no further than 4 MiB (413, declared or streamed), MCP endpoints
+likewise; unknown routes and methods answer in the API's error shape."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+from simia.server.app import MAX_JSON_BODY
+
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+async def _chunks(total: int, size: int = 65536) -> AsyncIterator[bytes]:
+    yield b'{"transcript": ["'
+    sent = 0
+    while sent < total:
+        yield b"x" * size
+        sent += size
+
+
+@pytest.mark.parametrize("path", ["/v1/episodes", "/v1/episodes/{id}/fork", "/v1/episodes/{id}/end"])
+async def test_an_api_body_over_the_limit_is_a_413_whether_declared_or_streamed(make_server: Any, path: str) -> None:
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+        url = path.replace("{id}", episode["id"])
+        declared = await http.post(url, content=b" " * (MAX_JSON_BODY + 1))
+        streamed = await http.post(url, content=_chunks(MAX_JSON_BODY + 1))  # chunked: no Content-Length
+        after = await http.get(f"/v1/episodes/{episode['id']}")
+    assert declared.status_code == streamed.status_code == 413
+    assert declared.json() == {
+        "error": {
+            "code": "payload_too_large",
+            "message": f"request body is {MAX_JSON_BODY + 1} bytes; the limit is {MAX_JSON_BODY}",
+        }
+    }
+    assert streamed.json()["error"]["message"] == f"request body is over the limit of {MAX_JSON_BODY} bytes"
+    assert after.json()["status"] == "active"  # nothing was acted on
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_an_mcp_body_over_the_limit_is_a_413(make_server: Any, streamed: bool) -> None:
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+        body = _chunks(MAX_JSON_BODY + 1) if streamed else b" " * (MAX_JSON_BODY + 1)
+        response = await http.post(f"/episodes/{episode['id']}/mcp", content=body, headers=MCP_HEADERS)
+    assert response.status_code == 413
+
+
+async def test_unknown_routes_and_methods_answer_with_the_error_body(make_server: Any) -> None:
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        missing = await http.get("/v2/nothing")
+        wrong = await http.delete("/v1/episodes")
+    assert missing.status_code == 404
+    assert missing.json() == {
+        "error": {"code": "not_found", "message": "no route '/v2/nothing'; GET /openapi.json lists them"}
+    }
+    assert wrong.status_code == 405
+    assert wrong.json()["error"]["code"] == "method_not_allowed"
+    assert "GET" in wrong.headers["allow"]
+
+
+async def test_a_modern_era_body_to_a_world_url_is_read_no_further_than_the_limit(make_server: Any) -> None:
+    headers = {**MCP_HEADERS, "mcp-protocol-version": "2026-07-28"}
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        response = await http.post("/worlds/mock/mcp", content=_chunks(MAX_JSON_BODY + 1), headers=headers)
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "payload_too_large"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "answer"),
+    [
+        (b"[" * 5000 + b"]" * 5000, 400, {"code": -32700, "message": "Parse error: the body is not JSON"}),
+        (b'{"jsonrpc": "2.0", "method": {}, "id": null}', 400, {"code": -32600}),
+        (b'{"jsonrpc": "2.0", "method": "tools/list", "id": []}', 400, {"code": -32600}),
+        (b'{"jsonrpc": "2.0", "method": "tools/list", "id": 1, "params": null}', 400, {"code": -32600}),
+        (b'{"jsonrpc": "2.0", "method": "tools/list", "id": 7}', 404, {"code": -32601}),
+        (b'{"jsonrpc": "2.0", "method": "notifications/initialized"}', 202, None),
+        (b'{"jsonrpc": "2.0", "method": "notifications/initialized", "params": "x"}', 400, {"code": -32600}),
+    ],
+)
+async def test_a_world_url_answers_modern_era_messages_as_json_rpc_and_never_echoes_a_bad_id(
+    make_server: Any, body: bytes, status: int, answer: dict[str, Any] | None
+) -> None:
+    headers = {**MCP_HEADERS, "mcp-protocol-version": "2026-07-28"}
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        response = await http.post("/worlds/mock/mcp", content=body, headers=headers)
+    assert response.status_code == status
+    if answer is not None:
+        error = response.json()["error"]
+        assert {k: error[k] for k in answer} == answer
+        assert response.json()["id"] in (None, 7)
+
+
+async def test_an_unknown_query_parameter_is_a_400_naming_it(make_server: Any) -> None:
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        response = await http.get("/v1/episodes", params={"stauts": "active"})
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == "unknown query parameter 'stauts'; filters: world, status, task"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        ("/fork", {"step": False}, "field 'step' must be an integer, got boolean"),
+        ("/fork", {"step": 1.0}, "field 'step' must be an integer, got number"),
+        (
+            "/end",
+            {"tokens": {"prompt_ids": ["1"], "completion_ids": []}},
+            "field 'tokens.prompt_ids.0' must be an integer",
+        ),
+        (
+            "/end",
+            {"tokens": {"prompt_ids": [], "completion_ids": [True]}},
+            "field 'tokens.completion_ids.0' must be an",
+        ),
+    ],
+)
+async def test_request_fields_are_not_coerced_from_other_json_types(
+    make_server: Any, path: str, body: dict[str, Any], message: str
+) -> None:
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+        response = await http.post(f"/v1/episodes/{episode['id']}{path}", json=body)
+        seeded = await http.post("/v1/episodes", json={"world": "mock", "seed": "7"})
+    assert response.status_code == 400
+    assert message in response.json()["error"]["message"]
+    assert seeded.status_code == 400
