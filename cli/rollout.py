@@ -27,6 +27,7 @@ from ._common import (
     one_world,
     positive,
     seed,
+    whole,
     writable_dir,
 )
 
@@ -139,19 +140,9 @@ def register(sub: Any) -> None:
     p.add_argument("--n", type=positive, default=1, help="episodes per task (default 1)")
     p.add_argument("--concurrency", type=positive, default=4, help="episodes in flight (default 4)")
     p.add_argument("--max-turns", type=positive, default=10, help="agent model calls per episode (default 10)")
-    p.add_argument("--retries", type=_count, default=2, help="fresh-episode retries after an infra failure (2)")
+    p.add_argument("--retries", type=whole(0, 100), default=2, help="fresh-episode retries after an infra failure (2)")
     p.add_argument("--seed", type=seed, help="base seed for reproducible simulations")
     p.add_argument("--token", type=bearer_token, help="bearer token for --server")
     p.add_argument("--out", default="rollouts", metavar="DIR", help="results folder (default: rollouts)")
     add_worlds_dir(p)
     p.set_defaults(func=_rollout)
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
