@@ -162,7 +162,7 @@ BAD = [
         "error: --seed 4611686018427387904 is too large: run i uses seed + 1000 x i",
     ),
     (["rollout", "--world", "mock", *MODELS, "--seed", HUGE], "--seed: must be from -4611686018427387904"),
-    (["rollout", "--world", "mock", *MODELS, "--retries", "-1"], "--retries: must be 0 or more, got -1"),
+    (["rollout", "--world", "mock", *MODELS, "--retries", "-1"], "--retries: must be from 0 to 100, got -1"),
     (
         ["rollout", "--world", "mock", *MODELS, "--out", "notes.txt"],
         "error: --out 'notes.txt' is a file; give a folder",
