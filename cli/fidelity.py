@@ -51,7 +51,13 @@ def _fidelity(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     p = sub.add_parser("fidelity", help="compare a world's simulation with the real server it stands for")
     p.add_argument("world", metavar="WORLD", help="a world folder, or a world name in --worlds-dir")
-    p.add_argument("--real", metavar="URL", help="the real server's streamable HTTP URL (or: -- COMMAND ARGS...)")
+    p.add_argument(
+        "--real",
+        nargs="?",
+        const="",
+        metavar="URL",
+        help="the real server: a streamable HTTP URL, or `--real -- COMMAND ARGS...` (stdio; `--real` may be left out)",
+    )
     p.add_argument("--header", action="append", metavar="K:V", help="HTTP header for --real URL (repeatable)")
     p.add_argument("--calls", required=True, metavar="FILE", help='JSONL: one {"tool", "arguments"} a line')
     p.add_argument("--backend", metavar="SPEC", help="the simulator's model (backend SPEC)")
