@@ -288,7 +288,7 @@ class EpisodeService:
             event = await self.store.commit_event(episode_id, event, None)
             self._applied(entry, episode, event, None)
             return world.name, event
-        fault = self._fault(episode, world, tool)
+        fault = self._fault(episode, world, tool, arguments)
         if fault in PRE_CALL:
             event = _injected(world, tool, arguments, fault, request_key)
             new_state = None
@@ -320,9 +320,18 @@ class EpisodeService:
         episode.advance(event, new_state)
         entry.recent.append(event)
 
-    def _fault(self, episode: EpisodeRecord, world: World, tool: str) -> str | None:
-        """The fault injected into the episode's next call, if its perturbation draws one."""
-        if episode.perturbation is None or world.tool(tool) is None:
+    def _fault(self, episode: EpisodeRecord, world: World, tool: str, arguments: dict[str, Any]) -> str | None:
+        """The fault injected into the episode's next call, if its perturbation draws one. A call the simulator
+        would refuse (unknown tool, arguments too large or breaking the input schema) gets no fault: the
+        agent's own mistake is reported as such."""
+        spec = world.tool(tool)
+        if episode.perturbation is None or spec is None:
+            return None
+        try:
+            size = len(to_json(arguments))
+        except ValueError:  # not serializable (too deep, bad unicode): the simulator refuses it
+            return None
+        if size > self.settings.max_argument_bytes or validate_instance(spec.input_schema, arguments):
             return None
         perturbation = Perturbation.model_validate(episode.perturbation)
         key = str(episode.seed) if episode.seed is not None else episode.id
