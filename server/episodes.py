@@ -324,8 +324,10 @@ class EpisodeService:
         """The fault injected into the episode's next call, if its perturbation draws one. A call the simulator
         would refuse (unknown tool, arguments too large or breaking the input schema) gets no fault: the
         agent's own mistake is reported as such."""
+        if episode.perturbation is None:  # the common case: nothing more to look at on a call's path
+            return None
         spec = world.tool(tool)
-        if episode.perturbation is None or spec is None:
+        if spec is None:
             return None
         try:
             size = len(to_json(arguments))

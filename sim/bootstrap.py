@@ -26,9 +26,9 @@ from .backends import Backend, CompletionRequest
 from .errors import BackendError, StateError, WorldError
 from .judge import rule_checks
 from .loader import load_world
-from .prompts import schema_signature
 from .schema import validate_instance
 from .state import apply_patch, is_missing, resolve_pointer
+from .tool_views import world_card
 from .world import Task, World
 from .world_files import atomic_write_text
 
@@ -134,22 +134,6 @@ def _ask_json(problems: list[str]) -> str:
     return "Your answer had these problems; answer again, fixing them:\n- " + "\n- ".join(problems[:10])
 
 
-def _tools_text(world: World) -> str:
-    return "\n".join(
-        f"- {t.name}({schema_signature(t.input_schema)}) -> "
-        f"{schema_signature(t.output_schema) if t.output_schema else 'object'}: "
-        f"{' '.join((t.description or '').split())}"
-        for t in world.tools
-    )
-
-
-def _world_text(world: World) -> str:
-    return (
-        f"# World: {world.title or world.name}\n{world.description}\n\n# Policy\n{world.policy or '(none)'}\n\n"
-        f"# Tools (arguments -> result)\n{_tools_text(world)}"
-    )
-
-
 async def _draft_state(
     world: World, backend: Backend, config: BootstrapConfig, report: BootstrapReport
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -157,7 +141,7 @@ async def _draft_state(
         {"role": "system", "content": "You design the backing data of simulated tool environments. Answer JSON."},
         {
             "role": "user",
-            "content": f"{_world_text(world)}\n\n# Your task\nDraft the world's state: a JSON object holding the "
+            "content": f"{world_card(world)}\n\n# Your task\nDraft the world's state: a JSON object holding the "
             f"records these tools read and change (about {config.entities} per collection, keyed by the ids the "
             "tools take), and a JSON Schema (`state_schema`, type object) that the state satisfies. Use the field "
             'names the tools\' inputs and outputs use. Answer {"state_schema": {...}, "state": {...}}.',
@@ -207,7 +191,7 @@ async def _draft_tasks(
         {"role": "system", "content": "You write training tasks for tool-using agents. Answer JSON."},
         {
             "role": "user",
-            "content": f"{_world_text(world)}\n\n# State\n{json.dumps(state, ensure_ascii=False)[:6000]}\n\n"
+            "content": f"{world_card(world)}\n\n# State\n{json.dumps(state, ensure_ascii=False)[:6000]}\n\n"
             f"# Your task\nWrite {wanted} different tasks a user could ask an agent to do with these tools. Each: "
             "id (snake_case, unique), instruction (the user's request), user_hidden (facts only the user knows), "
             "rubric (what the judge checks), expected_state (JSON Pointer into the state -> the value it must hold "

@@ -15,8 +15,9 @@ from typing import Any, Protocol
 
 from .prompts import schema_signature
 from .schema import validate_instance
+from .world import World
 
-__all__ = ["ToolLike", "check_tool_calls", "openai_tool", "openai_tool_call", "tool_card"]
+__all__ = ["ToolLike", "check_tool_calls", "openai_tool", "openai_tool_call", "tool_card", "world_card"]
 
 
 class ToolLike(Protocol):
@@ -53,6 +54,15 @@ def tool_card(tool: ToolLike, *, returns: bool = False) -> str:
     output = getattr(tool, "output_schema", None)
     out = f" -> {schema_signature(output) if output else 'object'}" if returns else ""
     return f"- {tool.name}({schema_signature(tool.input_schema)}){out}: {' '.join((tool.description or '').split())}"
+
+
+def world_card(world: World) -> str:
+    """A world as a model drafting for it reads it: title, description, policy and its tools' cards."""
+    tools = "\n".join(tool_card(t, returns=True) for t in world.tools)
+    return (
+        f"# World: {world.title or world.name}\n{world.description}\n\n# Policy\n{world.policy or '(none)'}\n\n"
+        f"# Tools (arguments -> result)\n{tools}"
+    )
 
 
 def check_tool_calls(messages: Sequence[Mapping[str, Any]], tools: Mapping[str, ToolLike]) -> list[str]:

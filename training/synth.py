@@ -29,7 +29,7 @@ from simia.clients.prompt import agent_system_prompt
 from simia.clients.rollout import RolloutConfig, rollout
 from simia.sim.backends import Backend, CompletionRequest
 from simia.sim.errors import BackendError
-from simia.sim.tool_views import check_tool_calls, openai_tool_call, tool_card
+from simia.sim.tool_views import check_tool_calls, openai_tool_call, world_card
 from simia.sim.world import World
 
 from .export import openai_record
@@ -179,11 +179,6 @@ def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
 
-def _world_card(world: World) -> str:
-    tools = "\n".join(tool_card(t, returns=True) for t in world.tools)
-    return f"# World: {world.title or world.name}\n{world.description}\n\n# Policy\n{world.policy}\n\n# Tools\n{tools}"
-
-
 def _unify(messages: list[dict[str, Any]], report: SynthReport) -> list[dict[str, Any]]:
     """Generated messages -> OpenAI format: ids pair each call with the next tool result; arguments repaired."""
     out: list[dict[str, Any]] = []
@@ -236,7 +231,7 @@ async def synthesize(world: World, seeds: list[dict[str, Any]], backend: Backend
     config.out.mkdir(parents=True, exist_ok=True)
     state, report = _State(config.out), SynthReport(seeds=len(seeds))
     semaphore = asyncio.Semaphore(config.concurrency)
-    card = _world_card(world)
+    card = world_card(world)
     tools = {t.name: t for t in world.tools}
     kept_path = config.out / "synth.jsonl"
     kept_shingles = [
