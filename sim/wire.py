@@ -80,8 +80,6 @@ class ForkEpisode(_Request):
     step: int | None = Field(default=None, ge=0, le=2**62)
 
 
-TOKEN_FIELDS = ("prompt_ids", "completion_ids", "env_mask", "logprobs")
-TokenId = Annotated[int, Field(ge=0, lt=2**31)]
 """A token id: an index into a vocabulary (every tokenizer's fits in 31 bits)."""
 
 
