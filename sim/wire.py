@@ -80,6 +80,7 @@ class ForkEpisode(_Request):
     step: int | None = Field(default=None, ge=0, le=2**62)
 
 
+TokenId = Annotated[int, Field(ge=0, lt=2**31)]
 """A token id: an index into a vocabulary (every tokenizer's fits in 31 bits)."""
 
 
