@@ -577,6 +577,8 @@ async def sandbox(tmp_path: Path) -> AsyncIterator[Sandbox]:
             "PYTHONUNBUFFERED": "1",
         }
         env.pop("ANTHROPIC_API_KEY", None)
+        for name in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS"):  # a user's shell, not the `make test` this may run under
+            env.pop(name, None)
         yield Sandbox(tmp_path, env, fake)
 
 
