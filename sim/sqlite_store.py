@@ -15,6 +15,17 @@ from typing import Any
 
 from ._sqlite_batch import BatchExecutor
 from .cache import CACHE_TABLE_SQL, read_cached, write_cached
+from .episode_query import (
+    TEXT_SCAN_LIMIT,
+    EpisodePage,
+    EpisodeQuery,
+    EpisodeRow,
+    TaskStats,
+    error_counts_sql,
+    page_sql,
+    task_stats_sql,
+)
+from .errors import StoreConfigError
 from .records import EpisodeRecord, EventRecord
 from .state import apply_patch
 from .verdict import Verdict
@@ -54,7 +65,8 @@ CREATE TABLE IF NOT EXISTS episodes (
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     ended_at REAL,
-    perturbation TEXT
+    perturbation TEXT,
+    reward INTEGER
 );
 CREATE INDEX IF NOT EXISTS episodes_world ON episodes (world, status);
 CREATE INDEX IF NOT EXISTS episodes_updated ON episodes (status, updated_at);
@@ -90,6 +102,13 @@ CREATE TABLE IF NOT EXISTS snapshots (
     + ";"
 )
 
+
+INDEX_SQL = """
+CREATE INDEX IF NOT EXISTS episodes_principal_created ON episodes (principal, created_at);
+CREATE INDEX IF NOT EXISTS episodes_principal_task ON episodes (principal, world, task, reward);
+"""
+"""Indexes of the viewer's queries (`simia.sim.episode_query`): the newest page of a principal's episodes, and
+per-task rewards, each read from an index instead of the table."""
 
 _EPISODE_COLUMNS = [
     "id", "world", "world_hash", "task", "seed", "principal", "status", "seq", "calls", "prompt_tokens",
@@ -143,6 +162,21 @@ def _setup(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE episodes ADD COLUMN perturbation TEXT")
     if "injected" not in {row[1] for row in conn.execute("PRAGMA table_info(events)")}:
         conn.execute("ALTER TABLE events ADD COLUMN injected TEXT")
+    if "reward" not in columns:  # databases written before the viewer filtered and sorted by reward
+        conn.execute("ALTER TABLE episodes ADD COLUMN reward INTEGER")
+        conn.execute("UPDATE episodes SET reward = json_extract(verdict, '$.reward') WHERE verdict IS NOT NULL")
+    conn.executescript(INDEX_SQL)
+
+
+def _check_readable(conn: sqlite3.Connection) -> None:
+    """A read-only database must already have the current schema (nothing can be added to it)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(episodes)")}
+    if not columns:
+        raise StoreConfigError("not a simia database (no episodes table)")
+    if "reward" not in columns:
+        raise StoreConfigError(
+            "written by an older simia; open it once with `simia serve --db PATH` to bring it up to date"
+        )
 
 
 class SqliteStore:
@@ -152,14 +186,20 @@ class SqliteStore:
         path: the database file (created when missing); ":memory:" for tests.
         synchronous: SQLite `synchronous` pragma. FULL (default) survives power loss;
             NORMAL survives process crashes only.
+        read_only: open an existing database read-only (the viewer): every write raises `sqlite3.OperationalError`.
+
+    Raises:
+        StoreConfigError: read-only, and the file is not a simia database of the current schema.
+        sqlite3.Error: the file cannot be opened.
     """
 
     executor_type: type[BatchExecutor] = BatchExecutor
     """How jobs reach the connection (tests swap in an unsafe variant for the durability control)."""
 
-    def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
+    def __init__(self, path: str | Path, *, synchronous: str = "FULL", read_only: bool = False) -> None:
         self.path = str(path)
-        self._db = self.executor_type(self.path, synchronous=synchronous, setup=_setup)
+        setup = _check_readable if read_only else _setup
+        self._db = self.executor_type(self.path, synchronous=synchronous, setup=setup, read_only=read_only)
 
     async def close(self) -> None:
         await self._db.close()
@@ -211,6 +251,31 @@ class SqliteStore:
 
         return await self._db.run(run)
 
+    async def query_episodes(self, query: EpisodeQuery) -> EpisodePage:
+        rows_sql, count_sql, params = page_sql(query)
+
+        def run(conn: sqlite3.Connection) -> EpisodePage:
+            rows = [EpisodeRow(*r) for r in conn.execute(rows_sql, [*params, query.limit, query.offset])]
+            total = int(conn.execute(count_sql, params).fetchone()[0])
+            if rows:
+                by_id = {row.id: row for row in rows}
+                for episode_id, agent, infra in conn.execute(error_counts_sql(len(rows)), list(by_id)):
+                    by_id[episode_id].agent_errors, by_id[episode_id].infra_errors = agent, infra
+            complete = True
+            if query.text:
+                complete = (conn.execute("SELECT MAX(rowid) FROM events").fetchone()[0] or 0) <= TEXT_SCAN_LIMIT
+            return EpisodePage(rows, total, complete)
+
+        return await self._db.run(run)
+
+    async def task_stats(self, *, world: str | None = None, principal: str | None = None) -> list[TaskStats]:
+        sql, params = task_stats_sql(world, principal)
+
+        def run(conn: sqlite3.Connection) -> list[TaskStats]:
+            return [TaskStats(*row) for row in conn.execute(sql, params)]
+
+        return await self._db.run(run)
+
     async def count_live(self) -> int:
         def run(conn: sqlite3.Connection) -> int:
             return int(conn.execute("SELECT COUNT(*) FROM episodes WHERE status = 'active'").fetchone()[0])
@@ -232,13 +297,16 @@ class SqliteStore:
         def run(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "UPDATE episodes SET status = ?, status_reason = COALESCE(?, status_reason), "
-                "verdict = COALESCE(?, verdict), transcript = COALESCE(?, transcript), "
+                "verdict = COALESCE(?, verdict), reward = CASE WHEN ? THEN ? ELSE reward END, "
+                "transcript = COALESCE(?, transcript), "
                 "tokens = COALESCE(?, tokens), updated_at = ?, "
                 "ended_at = CASE WHEN ? = 'active' THEN NULL ELSE COALESCE(ended_at, ?) END WHERE id = ?",
                 (
                     status,
                     reason,
                     compact_json(verdict.as_json()) if verdict is not None else None,
+                    verdict is not None,
+                    verdict.reward if verdict is not None else None,
                     compact_json(transcript) if transcript is not None else None,
                     compact_json(tokens) if tokens is not None else None,
                     now,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+from .episode_query import EpisodePage, EpisodeQuery, TaskStats
 from .errors import StoreConfigError
 from .records import EpisodeRecord, EventRecord
 from .sqlite_store import SqliteStore
@@ -52,6 +53,19 @@ class Store(Protocol):
         limit: int = 1000,
     ) -> list[EpisodeRecord]:
         """Episodes matching every filter given (`since`: created at or after), oldest first, at most `limit`."""
+        ...
+
+    async def query_episodes(self, query: EpisodeQuery) -> EpisodePage:
+        """One page of the episodes `query` selects, in its order, with the total that match.
+
+        Implementations run the statements of `simia.sim.episode_query.page_sql` and `error_counts_sql`
+        (each row's agent and infra error counts); the text filter reads only the newest
+        `TEXT_SCAN_LIMIT` events and says so in `text_scan_complete`.
+        """
+        ...
+
+    async def task_stats(self, *, world: str | None = None, principal: str | None = None) -> list[TaskStats]:
+        """Per-(world, task) episode, judged and passed counts (`episode_query.task_stats_sql`)."""
         ...
 
     async def count_live(self) -> int:
@@ -125,7 +139,7 @@ class Store(Protocol):
         ...
 
 
-def open_store(target: str | Path, *, synchronous: str = "FULL") -> Store:
+def open_store(target: str | Path, *, synchronous: str = "FULL", read_only: bool = False) -> Store:
     """The store behind a `--db` target.
 
     Args:
@@ -133,17 +147,18 @@ def open_store(target: str | Path, *, synchronous: str = "FULL") -> Store:
             for the Postgres store.
         synchronous: how durable a commit is: FULL (default) survives power loss, NORMAL
             survives a crash of the process only.
+        read_only: open an existing database without writing to it (the viewer); writes then fail.
 
     Raises:
         StoreConfigError: a URL no store implementation opens (including Postgres, not built yet).
     """
     if isinstance(target, Path):
-        return SqliteStore(target, synchronous=synchronous)
+        return SqliteStore(target, synchronous=synchronous, read_only=read_only)
     scheme, sep, rest = target.partition("://")
     if not sep:
-        return SqliteStore(target, synchronous=synchronous)
+        return SqliteStore(target, synchronous=synchronous, read_only=read_only)
     if scheme == "sqlite" and rest.startswith("/"):
-        return SqliteStore(rest[1:], synchronous=synchronous)
+        return SqliteStore(rest[1:], synchronous=synchronous, read_only=read_only)
     if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
         raise StoreConfigError(
             "the Postgres store is not built yet; use a SQLite file for now: --db PATH (or sqlite:///PATH)"
