@@ -5,6 +5,7 @@ Routes (JSON; a bearer token is required when any is configured):
     GET  /healthz                       liveness (no token needed)
     GET  /metrics                       Prometheus text
     GET  /openapi.json                  the OpenAPI 3.1 description of this API (server/openapi.py)
+    GET  /ui                            the episode viewer (HTML; server/ui; a token may come from its cookie)
     GET  /v1/worlds                     loaded worlds with their tools and tasks
     POST /v1/episodes                   {"world", "task"?, "seed"?} -> 201 episode with its mcp_url
     GET  /v1/episodes[?world=&status=&task=]
@@ -23,6 +24,7 @@ import gc
 import logging
 import re
 from collections import Counter
+from urllib.parse import quote
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
@@ -50,7 +52,7 @@ from simia.sim.world import World
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -61,8 +63,9 @@ from .mcp import EpisodeGate, McpEndpoints, WorldGate
 from .metrics import Metrics
 from .openapi import openapi_document
 from .settings import ServerSettings
+from .ui import PUBLIC_PATHS, Viewer, cookie_token
 
-__all__ = ["SimiaApp", "tune_gc"]
+__all__ = ["SimiaApp", "tune_gc", "viewer_app"]
 
 log = logging.getLogger("simia.server")
 MAX_JSON_BODY = MAX_BODY
@@ -104,10 +107,18 @@ class Guard:
             )(scope, receive, send)
             return
         principal = ""
-        if self.settings.requires_token and scope["path"] != "/healthz":
+        path: str = scope["path"]
+        if self.settings.requires_token and path != "/healthz" and not path.startswith(PUBLIC_PATHS):
             auth = headers.get("authorization", "")
             token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-            found = self.settings.principal_for(token.encode("latin-1")) if token else None  # the header's bytes
+            presented = token.encode("latin-1")  # the header's own bytes
+            viewer = path == "/ui" or path.startswith("/ui/")
+            if not token and viewer:  # a browser on the viewer: its token is in the login cookie (UTF-8)
+                presented = (cookie_token(headers.get("cookie", "")) or "").encode()
+            found = self.settings.principal_for(presented) if presented else None
+            if found is None and viewer:
+                await RedirectResponse(f"/ui/login?next={quote(path, safe='/')}", status_code=303)(scope, receive, send)
+                return
             if found is None:
                 message = "missing bearer token" if not token else "unknown bearer token"
                 response = _error(
@@ -123,7 +134,7 @@ class Guard:
         await self.app(scope, receive, send)
 
 
-_GUARD_HEADERS = {b"host", b"origin", b"authorization"}
+_GUARD_HEADERS = {b"host", b"origin", b"authorization", b"cookie"}
 
 
 def _guard_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -279,6 +290,7 @@ class SimiaApp:
             Route("/v1/episodes/{episode_id}", self.get_episode),
             Route("/v1/episodes/{episode_id}/fork", self.fork_episode, methods=["POST"]),
             Route("/v1/episodes/{episode_id}/end", self.end_episode, methods=["POST"]),
+            *Viewer(store, worlds, scoped=True, principal_for=self.settings.principal_for).routes(),
             Mount("/episodes/{episode_id}", app=episode_gate),
             Mount("/worlds/{world}", app=WorldGate(self.mcp.world_app, self.mcp)),
         ]
@@ -430,6 +442,24 @@ class SimiaApp:
 
 
 E = TypeVar("E", bound=Episode)
+
+
+def viewer_app(store: Store, worlds: dict[str, World], settings: ServerSettings) -> ASGIApp:
+    """The viewer alone over `store` (`simia view`): `/ui` and `/healthz`, behind the same guard as `SimiaApp`.
+
+    Every principal's episodes are shown (the database's owner looks at their file); nothing is simulated
+    and nothing is written.
+    """
+
+    async def healthz(request: Request) -> Response:
+        return _json(Health(status="ok", worlds=len(worlds)))
+
+    viewer = Viewer(store, worlds, scoped=False, principal_for=settings.principal_for)
+    inner = Starlette(
+        routes=[Route("/healthz", healthz), *viewer.routes()],
+        exception_handlers={HTTPException: http_error},
+    )
+    return Guard(inner, settings)
 
 
 def _json(model: BaseModel, status: int = 200) -> Response:
