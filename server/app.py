@@ -170,6 +170,22 @@ class EpisodeMcpShortcut:
 _EPISODE_MCP = re.compile(r"/episodes/([^/]+)/mcp")
 
 
+class ViewerSplit:
+    """Sends `/ui` and everything under it to the viewer's own app (HTML pages, not part of the JSON API or its
+    OpenAPI document), and the rest, lifespan included, to the API."""
+
+    def __init__(self, viewer: ASGIApp, api: ASGIApp) -> None:
+        self.viewer = viewer
+        self.api = api
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope.get("path", "")
+        if scope["type"] == "http" and (path == "/ui" or path.startswith("/ui/")):
+            await self.viewer(scope, receive, send)
+            return
+        await self.api(scope, receive, send)
+
+
 def tune_gc() -> None:
     """Keep the cyclic garbage collector off a tool call's path.
 
@@ -290,7 +306,6 @@ class SimiaApp:
             Route("/v1/episodes/{episode_id}", self.get_episode),
             Route("/v1/episodes/{episode_id}/fork", self.fork_episode, methods=["POST"]),
             Route("/v1/episodes/{episode_id}/end", self.end_episode, methods=["POST"]),
-            *Viewer(store, worlds, scoped=True, principal_for=self.settings.principal_for).routes(),
             Mount("/episodes/{episode_id}", app=episode_gate),
             Mount("/worlds/{world}", app=WorldGate(self.mcp.world_app, self.mcp)),
         ]
@@ -305,7 +320,9 @@ class SimiaApp:
             },
         )
         self.starlette = inner
-        self.app: ASGIApp = Guard(EpisodeMcpShortcut(episode_gate, inner), self.settings)
+        viewer = Viewer(store, worlds, scoped=True, principal_for=self.settings.principal_for)
+        self.viewer = Starlette(routes=viewer.routes())
+        self.app: ASGIApp = Guard(EpisodeMcpShortcut(episode_gate, ViewerSplit(self.viewer, inner)), self.settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app(scope, receive, send)
