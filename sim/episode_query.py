@@ -62,7 +62,8 @@ class EpisodeQuery:
     """Which episodes, in which order, which slice.
 
     Attributes:
-        world, task, status, principal, group: exact matches (`group`: the fork group id) when given.
+        world, task, status, principal, group: exact matches when given; `group` is a fork group's id (its
+            root episode's id), matching the root and every fork in it.
         reward: `"1"` or `"0"` (judged with that reward) or `"none"` (no reward yet) when given.
         text: a case-insensitive substring of an event's arguments, output or text (newest events only).
         sort: one of `SORT_KEYS`; ties fall back to the newest first.
@@ -172,7 +173,7 @@ def _where(query: EpisodeQuery, ph: str) -> tuple[str, list[Any]]:
         ("task", query.task),
         ("status", query.status),
         ("principal", query.principal),
-        ("group_id", query.group),
+        ("COALESCE(group_id, id)", query.group),  # a group is its root episode and the forks that name it
     )
     for column, value in exact:
         if value is not None:

@@ -53,9 +53,9 @@ def _lineage(ep: EpisodeRecord, group: Sequence[EpisodeRow]) -> str:
             f'<a href="/ui/episodes/{h(c.id)}">{h(c.id[:14])}</a> (step {h(c.fork_step)})' for c in children
         )
         parts.append(f"forks: {links}")
-    if ep.group_id:
-        href = query_link("/ui", {}, group=ep.group_id, sort="group")
-        parts.append(f'group <a href="{href}">{h(ep.group_id)}</a> ({len(group)} episodes)')
+    if len(group) > 1:
+        href = query_link("/ui", {}, group=ep.group_id or ep.id, sort="group")
+        parts.append(f'fork group <a href="{href}">{h(ep.group_id or ep.id)}</a> ({len(group)} episodes)')
     return "<p class='lineage'>" + " · ".join(parts) + "</p>" if parts else ""
 
 

@@ -42,7 +42,7 @@ _SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # "no-referrer" makes Chromium send `Origin: null` on the login form
 }
 
 
@@ -188,10 +188,9 @@ class Viewer:
         events = await self.store.events(ep.id)
         before = await self.store.state_at(ep.id, step - 1) if step else {}
         after = await self.store.state_at(ep.id, step) if step else {}
-        group = []
-        if ep.group_id:
-            query = EpisodeQuery(group=ep.group_id, principal=self._principal(request), sort="group", limit=PAGE_LIMIT)
-            group = (await self.store.query_episodes(query)).rows
+        group_id = ep.group_id or ep.id
+        query = EpisodeQuery(group=group_id, principal=self._principal(request), sort="group", limit=PAGE_LIMIT)
+        group = (await self.store.query_episodes(query)).rows
         return _html(render_episode(ep, events, step or None, before, after, group))
 
     async def state(self, request: Request) -> Response:
