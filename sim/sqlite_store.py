@@ -104,11 +104,14 @@ CREATE TABLE IF NOT EXISTS snapshots (
 
 
 INDEX_SQL = """
+CREATE INDEX IF NOT EXISTS episodes_created ON episodes (created_at);
 CREATE INDEX IF NOT EXISTS episodes_principal_created ON episodes (principal, created_at);
+CREATE INDEX IF NOT EXISTS episodes_task ON episodes (world, task, reward);
 CREATE INDEX IF NOT EXISTS episodes_principal_task ON episodes (principal, world, task, reward);
 """
-"""Indexes of the viewer's queries (`simia.sim.episode_query`): the newest page of a principal's episodes, and
-per-task rewards, each read from an index instead of the table."""
+"""Indexes of the viewer's queries (`simia.sim.episode_query`), each for every episode (`simia view`) and for one
+principal's (`simia serve`): the newest page read from an index walk instead of a sort of the table, and the
+per-task rewards from a covering index. They change only when an episode is created or judged, never on a call."""
 
 _EPISODE_COLUMNS = [
     "id", "world", "world_hash", "task", "seed", "principal", "status", "seq", "calls", "prompt_tokens",

@@ -164,6 +164,7 @@ async def test_an_older_database_gets_its_reward_column_from_the_stored_verdicts
     await (await filled(path)).close()
     with sqlite3.connect(path) as conn:  # as an older simia wrote it: no reward column
         conn.execute("DROP INDEX episodes_principal_task")
+        conn.execute("DROP INDEX episodes_task")
         conn.execute("ALTER TABLE episodes DROP COLUMN reward")
     with pytest.raises(StoreConfigError, match="open it once with `simia serve --db PATH`"):
         SqliteStore(path, read_only=True)
