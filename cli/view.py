@@ -13,7 +13,7 @@ from simia.server.settings import ServerSettings
 from simia.sim.errors import SimiaError
 from simia.sim.store import open_store
 
-from ._common import CliError, add_worlds_dir, load_world_set, readable_db
+from ._common import CliError, add_worlds_dir, load_world_set
 from .serve import _check_listen, _named_token, _port, simia_version
 
 __all__ = ["register"]
@@ -31,12 +31,16 @@ def _view(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    target = args.db if "://" in args.db and not args.db.startswith("sqlite:///") else str(readable_db(args.db))
+    target = args.db
+    if "://" not in target or target.startswith("sqlite:///"):  # checked without opening it read-write, which
+        target = target.removeprefix("sqlite:///")  # would checkpoint its WAL into the file
+        if not Path(target).is_file():
+            raise CliError(f"no database at {args.db!r}; pass --db PATH (the file `simia serve --db` wrote)")
     _check_listen(args.host, args.port)
     try:
         store = open_store(target, read_only=True)
     except (SimiaError, sqlite3.Error) as exc:
-        raise CliError(f"--db {args.db!r}: {exc}") from None
+        raise CliError(f"--db {args.db!r}: {exc}; pass --db PATH (the file `simia serve --db` wrote)") from None
     app = viewer_app(store, worlds, settings)
     url = f"http://{args.host}:{args.port}/ui"
     where = args.db if "://" in args.db else Path(target).resolve()

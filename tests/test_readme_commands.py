@@ -121,6 +121,7 @@ ROLLOUT_TRAINING = (
     "simia rollout --server http://127.0.0.1:8765 --world retail --tasks all --agent openai:gpt-5.4-mini "
     "--user openai:gpt-5.4-mini --n 8 --out runs/"
 )
+VIEW = "simia view --db runs.db"
 SYNTH = "simia synth --world retail --backend openai:gpt-5.4-mini --n 50 --out synth/"
 EXPORT = "simia export --db runs.db --format hf --min-reward 1 --out sft-data/"
 SFT = "python -m simia.training.sft --dataset sft-data/ --model embedded --max-steps 200 --output-dir ckpt/sft"
@@ -149,6 +150,7 @@ COVERED: dict[str, tuple[str, ...]] = {
     SFT: ("test_the_training_pipeline_runs_from_rollouts_to_grpo",),
     GRPO: ("test_the_training_pipeline_runs_from_rollouts_to_grpo",),
     GRPO_USER: ("test_the_training_pipeline_runs_from_rollouts_to_grpo",),
+    VIEW: ("test_view_opens_the_runs_database_read_only_and_prints_its_url",),
 }
 IMPORTS_MCP = "tests/cli/test_import_mcp.py imports the pinned npm server and simia's own over stdio and HTTP"
 IMPORTS_OPENAPI = "tests/cli/test_import_openapi.py imports the committed specs (tests/fixtures/openapi)"
@@ -209,6 +211,8 @@ INLINE_NOT_RUN = {
     "simia import openapi": NAMES_ONLY,
     "simia bootstrap": NAMES_ONLY,
     "simia fidelity": NAMES_ONLY,
+    "simia view": NAMES_ONLY,
+    "python bench/viewer.py": "the full size (100,000 episodes); tests/bench/test_benches.py runs it --quick",
     "simia bootstrap WORLD --backend SPEC": "a synopsis; tests/sim/test_bootstrap.py runs the command",
     "simia fidelity WORLD --calls CALLS.jsonl --backend SPEC (--real URL | -- COMMAND ARGS...)": (
         "a synopsis; tests/clients/test_fidelity.py runs the command"
@@ -602,6 +606,41 @@ async def test_serve_prints_its_worlds_and_urls_column_for_column(sandbox: Sandb
     """The README's `$ simia serve` block, character for character (changed: `--port P`, see `served_lines`)."""
     printed, shown = await served_lines(sandbox)
     assert printed == shown
+
+
+async def test_view_opens_the_runs_database_read_only_and_prints_its_url(sandbox: Sandbox) -> None:
+    """README "Looking at episodes": `$ simia view --db runs.db` over the database `simia serve ... --db runs.db`
+    wrote prints what README.md shows (changed: `--port P`, and /home/me as the temp dir), serves the episode
+    at /ui, and leaves the file as it was."""
+    async with sandbox.serve(SERVE_RUNS_DB), httpx.AsyncClient(base_url=sandbox.server) as http:
+        episode = (await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"})).json()
+    files = {p.name: p.read_bytes() for p in sandbox.cwd.glob("runs.db*") if p.suffix != ".db-shm"}
+    port = free_port()
+    argv = [*sandbox.argv(readme(VIEW).text, {}), "--port", str(port)]
+    proc = await asyncio.create_subprocess_exec(
+        *argv, cwd=sandbox.cwd, env=sandbox.env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    try:
+        async with asyncio.timeout(60):
+            printed = [(await proc.stdout.readline()).decode().rstrip("\n") for _ in readme(VIEW).output]
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+                while True:
+                    with contextlib.suppress(httpx.TransportError):
+                        page = await http.get("/ui")
+                        break
+                    await asyncio.sleep(0.05)
+                detail = await http.get(f"/ui/episodes/{episode['id']}")
+    finally:
+        proc.terminate()
+        await proc.communicate()
+    database = str((sandbox.cwd / "runs.db").resolve())
+    shown = [line.replace("8766", str(port)).replace("/home/me/runs.db", database) for line in readme(VIEW).output]
+    assert printed == shown
+    assert page.status_code == 200 and episode["id"][:14] in page.text
+    assert detail.status_code == 200 and "restock_milk" in detail.text
+    # read-only: the database and its write-ahead log as they were (the -shm file is SQLite's shared-memory index)
+    assert {p.name: p.read_bytes() for p in sandbox.cwd.glob("runs.db*") if p.suffix != ".db-shm"} == files
 
 
 async def test_validate_prints_one_line_per_problem(sandbox: Sandbox) -> None:
