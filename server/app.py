@@ -24,9 +24,9 @@ import gc
 import logging
 import re
 from collections import Counter
-from urllib.parse import quote
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ValidationError

@@ -90,10 +90,18 @@ def _verdict(v: Verdict | None) -> str:
         facts.append('<strong class="err">fabricated transcript</strong>')
     return f"""<section id="verdict"><h2>Verdict</h2><p class="facts">{" · ".join(facts)}</p>
 {f"<h3>Reasons</h3><ul class='reasons'>{reasons}</ul>" if reasons else ""}
-{f'''<h3>Rule checks</h3><div class="scroll"><table class="checks"><thead><tr><th>path</th><th>expected</th>
-<th>actual</th><th>result</th></tr></thead><tbody>{checks}</tbody></table></div>''' if checks else ""}
-{f'''<h3>Criteria</h3><div class="scroll"><table class="criteria"><thead><tr><th>criterion</th><th>result</th>
-<th>evidence</th></tr></thead><tbody>{criteria}</tbody></table></div>''' if criteria else ""}
+{
+        f'''<h3>Rule checks</h3><div class="scroll"><table class="checks"><thead><tr><th>path</th><th>expected</th>
+<th>actual</th><th>result</th></tr></thead><tbody>{checks}</tbody></table></div>'''
+        if checks
+        else ""
+    }
+{
+        f'''<h3>Criteria</h3><div class="scroll"><table class="criteria"><thead><tr><th>criterion</th><th>result</th>
+<th>evidence</th></tr></thead><tbody>{criteria}</tbody></table></div>'''
+        if criteria
+        else ""
+    }
 {f"<h3>Transcript mismatches</h3><ul>{mismatches}</ul>" if mismatches else ""}
 </section>"""
 

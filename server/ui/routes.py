@@ -7,7 +7,7 @@ takes the token from a form or a `?token=` link and stores it in an HttpOnly, Sa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import resources
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
@@ -126,7 +126,7 @@ class Viewer:
         worlds: Mapping[str, World],
         *,
         scoped: bool,
-        principal_for: Any,
+        principal_for: Callable[[bytes], str | None],
     ) -> None:
         self.store = store
         self.worlds = dict(worlds)
@@ -237,7 +237,8 @@ class Viewer:
 <form class="login" method="post" action="/ui/login?next={h(quote(target, safe="/"))}">
 <label>Bearer token <input type="password" name="token" autocomplete="current-password" autofocus></label>
 <button type="submit">Open the viewer</button></form>
-<p class="note">The token is kept in an HttpOnly cookie for /ui only. A link with <code>?token=...</code> works too.</p>"""
+<p class="note">The token is kept in an HttpOnly cookie for /ui only.
+A link with <code>?token=...</code> works too.</p>"""
         return _html(page("Sign in", body), 401 if message else 200)
 
     async def logout(self, request: Request) -> Response:

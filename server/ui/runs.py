@@ -80,8 +80,12 @@ def _filters(query: EpisodeQuery, stats: Sequence[TaskStats]) -> str:
             [("", "any"), ("active", "active"), ("ended", "ended"), ("abandoned", "abandoned")],
             query.status,
         ),
-        _select("reward", "reward", [("", "any"), ("1", "1 (pass)"), ("0", "0 (fail)"), ("none", "not judged")],
-                query.reward),  # fmt: skip
+        _select(
+            "reward",
+            "reward",
+            [("", "any"), ("1", "1 (pass)"), ("0", "0 (fail)"), ("none", "not judged")],
+            query.reward,
+        ),
         f'<label>text <input type="search" name="text" id="text-filter" value="{h(query.text or "")}" '
         'placeholder="in arguments or outputs"></label>',
     ]

@@ -54,8 +54,13 @@ def render_world(name: str, world: World | None, stats: Sequence[TaskStats]) -> 
 <h4>inputSchema</h4>{json_block(t.input_schema)}
 {f"<h4>outputSchema</h4>{json_block(t.output_schema)}" if t.output_schema else ""}
 {f"<h4>annotations</h4>{json_block(t.annotations)}" if t.annotations else ""}
-{"<h4>errors</h4><ul>" + "".join(f"<li><code>{h(e.code)}</code> {h(e.when)}</li>" for e in t.errors) + "</ul>"
- if t.errors else ""}</details>"""
+{
+                "<h4>errors</h4><ul>"
+                + "".join(f"<li><code>{h(e.code)}</code> {h(e.when)}</li>" for e in t.errors)
+                + "</ul>"
+                if t.errors
+                else ""
+            }</details>"""
             for t in world.tools
         )
         tasks = "".join(

@@ -23,7 +23,7 @@ from simia.testing import FakeProvider
 from simia.testing.mock_world import mock_world_answer
 
 pytest.importorskip("playwright")
-from playwright.async_api import Browser, Page, async_playwright, expect  # noqa: E402
+from playwright.async_api import Browser, Page, async_playwright, expect
 
 XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
 PASS = {
@@ -172,7 +172,9 @@ async def test_clicking_from_runs_to_an_episode_to_a_step_shows_its_diff_verdict
         assert f"forked from {s.judged} at step 1" in await page.locator(".lineage").inner_text()
 
 
-async def test_strings_from_agents_and_models_render_as_text_and_never_run(browser: Browser, make_server: Any, tmp_path: Path) -> None:
+async def test_strings_from_agents_and_models_render_as_text_and_never_run(
+    browser: Browser, make_server: Any, tmp_path: Path
+) -> None:
     async with site(make_server, tmp_path) as s:
         page = await new_page(browser)
         dialogs: list[str] = []
@@ -187,7 +189,9 @@ async def test_strings_from_agents_and_models_render_as_text_and_never_run(brows
         assert await page.evaluate("window.__xss") is None and dialogs == []
 
 
-async def test_an_active_episode_updates_live_as_calls_land_and_when_it_ends(browser: Browser, make_server: Any, tmp_path: Path) -> None:
+async def test_an_active_episode_updates_live_as_calls_land_and_when_it_ends(
+    browser: Browser, make_server: Any, tmp_path: Path
+) -> None:
     async with site(make_server, tmp_path) as s:
         page = await new_page(browser)
         await page.goto(f"{s.url}/ui/episodes/{s.active}")
@@ -243,7 +247,9 @@ async def test_the_world_page_shows_tools_with_schemas_tasks_and_reward_per_task
         await page.screenshot(path=s.shots / "world.png", full_page=True)
 
 
-async def test_a_narrow_window_scrolls_tables_inside_the_page_not_the_page(browser: Browser, make_server: Any, tmp_path: Path) -> None:
+async def test_a_narrow_window_scrolls_tables_inside_the_page_not_the_page(
+    browser: Browser, make_server: Any, tmp_path: Path
+) -> None:
     async with site(make_server, tmp_path) as s:
         page = await new_page(browser, width=380)
         for path in ("/ui", f"/ui/episodes/{s.judged}?step=1", "/ui/worlds/mock"):

@@ -142,7 +142,7 @@ def test_pass_hat_k_and_the_wilson_interval() -> None:
 def test_a_bad_sort_or_limit_is_refused_with_the_allowed_values() -> None:
     with pytest.raises(ValueError, match="unknown sort 'size'; one of time, world"):
         EpisodeQuery(sort="size")
-    with pytest.raises(ValueError, match="limit must be 1..500"):
+    with pytest.raises(ValueError, match=r"limit must be 1\.\.500"):
         EpisodeQuery(limit=0)
 
 
