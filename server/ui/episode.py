@@ -3,6 +3,7 @@ and the page of the full state at any step."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -122,6 +123,16 @@ def _diff(before: dict[str, Any], after: dict[str, Any]) -> str:
     )
 
 
+def _text_adds(e: EventRecord) -> bool:
+    """Whether a result's text says more than its structured output (it is usually that output as JSON)."""
+    if e.output is None or not e.text:
+        return False
+    try:
+        return bool(json.loads(e.text) != e.output)
+    except ValueError:
+        return True
+
+
 def _detail(ep: EpisodeRecord, e: EventRecord, before: dict[str, Any], after: dict[str, Any], last: int) -> str:
     nav = []
     if e.seq > 1:
@@ -140,7 +151,7 @@ def _detail(ep: EpisodeRecord, e: EventRecord, before: dict[str, Any], after: di
 · <a href="{state}{e.seq - 1}">before</a></nav>
 <p class="facts">{" · ".join(facts)}</p>
 <div class="cols"><div><h3>Arguments</h3>{json_block(e.arguments)}</div><div><h3>Result</h3>{result}
-{f'<h3>Text</h3><pre class="text">{h(e.text)}</pre>' if e.output is not None and e.text else ""}</div></div>
+{f'<h3>Text</h3><pre class="text">{h(e.text)}</pre>' if _text_adds(e) else ""}</div></div>
 <h3>State diff</h3>{_diff(before, after)}
 <details><summary>state patch (RFC 6902)</summary>{json_block(e.state_patch)}</details>
 <details><summary>usage</summary>{json_block(e.usage)}</details>
