@@ -25,6 +25,7 @@ __all__ = [
     "EpisodeRow",
     "TaskStats",
     "error_counts_sql",
+    "fork_counts_sql",
     "page_sql",
     "task_stats_sql",
 ]
@@ -112,6 +113,8 @@ class EpisodeRow:
     group_id: str | None
     agent_errors: int = 0
     infra_errors: int = 0
+    forks: int = 0
+    """How many episodes name this one as their fork group's root."""
 
     @property
     def duration(self) -> float:
@@ -173,12 +176,14 @@ def _where(query: EpisodeQuery, ph: str) -> tuple[str, list[Any]]:
         ("task", query.task),
         ("status", query.status),
         ("principal", query.principal),
-        ("COALESCE(group_id, id)", query.group),  # a group is its root episode and the forks that name it
     )
     for column, value in exact:
         if value is not None:
             clauses.append(f"{column} = {ph}")
             params.append(value)
+    if query.group is not None:  # a group is its root episode and the forks that name it
+        clauses.append(f"(group_id = {ph} OR id = {ph})")
+        params.extend([query.group, query.group])
     if query.reward == "none":
         clauses.append("reward IS NULL")
     elif query.reward is not None:
@@ -200,7 +205,8 @@ def page_sql(query: EpisodeQuery, ph: str = "?") -> tuple[str, str, list[Any]]:
     """The statements of one page: (rows SQL, count SQL, parameters of the WHERE clause).
 
     The rows statement takes the WHERE parameters followed by limit and offset; the count statement takes
-    the WHERE parameters alone. Rows come in `EpisodeRow` field order (errors excluded: `error_counts_sql`).
+    the WHERE parameters alone. Rows come in `EpisodeRow` field order (errors and forks excluded:
+    `error_counts_sql`, `fork_counts_sql`).
     The text filter reads the newest events by `rowid` (SQLite's insertion order; a port uses its own).
     """
     where, params = _where(query, ph)
@@ -220,6 +226,13 @@ def error_counts_sql(n: int, ph: str = "?") -> str:
         "SUM(CASE WHEN error_kind = 'infra' THEN 1 ELSE 0 END) "
         f"FROM events WHERE episode_id IN ({marks}) AND is_error = 1 GROUP BY episode_id"
     )
+
+
+def fork_counts_sql(n: int, ph: str = "?") -> str:
+    """How many forks each of `n` episodes (their ids as parameters) is the group root of: rows of
+    (episode_id, forks), for the roots among them."""
+    marks = ", ".join([ph] * n)
+    return f"SELECT group_id, COUNT(*) FROM episodes WHERE group_id IN ({marks}) GROUP BY group_id"
 
 
 def task_stats_sql(world: str | None, principal: str | None, ph: str = "?") -> tuple[str, list[Any]]:

@@ -22,6 +22,7 @@ from .episode_query import (
     EpisodeRow,
     TaskStats,
     error_counts_sql,
+    fork_counts_sql,
     page_sql,
     task_stats_sql,
 )
@@ -108,10 +109,12 @@ CREATE INDEX IF NOT EXISTS episodes_created ON episodes (created_at);
 CREATE INDEX IF NOT EXISTS episodes_principal_created ON episodes (principal, created_at);
 CREATE INDEX IF NOT EXISTS episodes_task ON episodes (world, task, reward);
 CREATE INDEX IF NOT EXISTS episodes_principal_task ON episodes (principal, world, task, reward);
+CREATE INDEX IF NOT EXISTS episodes_group ON episodes (group_id);
 """
 """Indexes of the viewer's queries (`simia.sim.episode_query`), each for every episode (`simia view`) and for one
-principal's (`simia serve`): the newest page read from an index walk instead of a sort of the table, and the
-per-task rewards from a covering index. They change only when an episode is created or judged, never on a call."""
+principal's (`simia serve`): the newest page read from an index walk instead of a sort of the table, the
+per-task rewards from a covering index, and fork groups by their root. They change only when an episode is
+created or judged, never on a call."""
 
 _EPISODE_COLUMNS = [
     "id", "world", "world_hash", "task", "seed", "principal", "status", "seq", "calls", "prompt_tokens",
@@ -264,6 +267,8 @@ class SqliteStore:
                 by_id = {row.id: row for row in rows}
                 for episode_id, agent, infra in conn.execute(error_counts_sql(len(rows)), list(by_id)):
                     by_id[episode_id].agent_errors, by_id[episode_id].infra_errors = agent, infra
+                for episode_id, forks in conn.execute(fork_counts_sql(len(rows)), list(by_id)):
+                    by_id[episode_id].forks = forks
             complete = True
             if query.text:
                 complete = (conn.execute("SELECT MAX(rowid) FROM events").fetchone()[0] or 0) <= TEXT_SCAN_LIMIT

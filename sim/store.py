@@ -58,9 +58,9 @@ class Store(Protocol):
     async def query_episodes(self, query: EpisodeQuery) -> EpisodePage:
         """One page of the episodes `query` selects, in its order, with the total that match.
 
-        Implementations run the statements of `simia.sim.episode_query.page_sql` and `error_counts_sql`
-        (each row's agent and infra error counts); the text filter reads only the newest
-        `TEXT_SCAN_LIMIT` events and says so in `text_scan_complete`.
+        Implementations run the statements of `simia.sim.episode_query.page_sql`, `error_counts_sql`
+        (each row's agent and infra error counts) and `fork_counts_sql` (forks of each group root); the
+        text filter reads only the newest `TEXT_SCAN_LIMIT` events and says so in `text_scan_complete`.
         """
         ...
 

@@ -45,9 +45,10 @@ def _header(params: Mapping[str, str], query: EpisodeQuery) -> str:
 
 def _row(row: EpisodeRow, params: Mapping[str, str]) -> str:
     group = ""
-    if row.group_id:
-        fork = f" · fork of step {row.fork_step}" if row.parent_id else ""
-        group = f'<a href="{query_link("/ui", {}, group=row.group_id, sort="group")}">{h(row.group_id[:12])}</a>{fork}'
+    if row.group_id or row.forks:
+        root = row.group_id or row.id
+        what = f" · fork of step {row.fork_step}" if row.parent_id else f" · root, {row.forks} fork(s)"
+        group = f'<a href="{query_link("/ui", {}, group=root, sort="group")}">{h(root[:12])}</a>{what}'
     errors = f"{row.agent_errors} / {row.infra_errors}" if row.agent_errors or row.infra_errors else "0 / 0"
     cost = f"${row.cost_usd:.4f}" if row.cost_usd else "–"
     return (

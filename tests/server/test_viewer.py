@@ -110,6 +110,7 @@ async def test_the_runs_page_lists_sorts_and_filters_episodes_with_a_task_summar
             "1",
             "2",
         ]  # world, task, status, reward, calls
+        assert (await judged.locator("td").nth(11).inner_text()).endswith("root, 1 fork(s)")
         summary = page.locator("table.summary tbody tr")
         await expect(summary).to_have_count(1)
         assert (await summary.inner_text()).split("\t")[:4] == ["mock", "restock_milk", "3", "1"]

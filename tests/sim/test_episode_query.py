@@ -114,6 +114,21 @@ async def test_the_text_filter_reads_only_the_newest_events_and_says_so(
     await store.close()
 
 
+async def test_a_fork_group_is_its_root_and_its_forks_and_the_root_counts_them(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    await store.create_episode(episode("root", "restock", 100.0))
+    await store.create_episode(episode("lone", "restock", 150.0))
+    for i, step in enumerate((1, 2)):
+        await store.create_episode(
+            episode(f"f{i}", "restock", 200.0 + i, group_id="root", parent_id="root", fork_step=step)
+        )
+    page = await store.query_episodes(EpisodeQuery(group="root", sort="group"))
+    assert [(r.id, r.forks) for r in page.rows] == [("f1", 0), ("f0", 0), ("root", 2)]
+    everyone = await store.query_episodes(EpisodeQuery(sort="group"))
+    assert [r.id for r in everyone.rows] == ["f1", "f0", "root", "lone"]  # a group's episodes side by side
+    await store.close()
+
+
 async def test_task_statistics_count_judged_and_passed_episodes(tmp_path: Path) -> None:
     store = await filled(tmp_path / "s.db")
     stats = await store.task_stats(principal="")
