@@ -3,13 +3,17 @@ parameters, the live feed, and assets that need no token."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from simia.server.app import viewer_app
+from simia.server.inprocess import serving
 from simia.server.settings import ServerSettings
+from simia.sim.store import open_store
 from starlette.routing import Route
 
 ALICE = {"authorization": "Bearer alice-secret"}
@@ -92,3 +96,25 @@ async def test_pages_carry_a_content_security_policy_and_assets_need_no_token(ma
     assert "script-src 'self'" in page.headers["content-security-policy"]
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
     assert anonymous.status_code == 303 and anonymous.headers["location"] == "/ui/login?next=/ui/worlds"
+
+
+async def test_the_read_only_viewer_shows_every_principals_episodes_and_worlds_known_only_from_the_database(
+    make_server: Any, tmp_path: Path
+) -> None:
+    async with make_server(SETTINGS) as server, httpx.AsyncClient(base_url=server.url) as http:
+        bobs = (await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"}, headers=BOB)).json()
+        alices = (await http.post("/v1/episodes", json={"world": "mock"}, headers=ALICE)).json()
+    store = open_store(tmp_path / "simia.db", read_only=True)
+    async with (
+        serving(viewer_app(store, {}, ServerSettings())) as port,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http,
+    ):
+        runs = (await http.get("/ui")).text
+        world = (await http.get("/ui/worlds/mock")).text
+        health = (await http.get("/healthz")).json()
+        api = await http.get("/v1/episodes")
+    await store.close()
+    assert bobs["id"][:14] in runs and alices["id"][:14] in runs and "1–2 of 2" in runs
+    assert "files are not loaded here" in world and "restock_milk" in world
+    assert health == {"status": "ok", "worlds": 0}
+    assert api.status_code == 404  # the viewer alone: no API, no MCP, nothing that writes
