@@ -7,27 +7,46 @@ schema, how many key paths they share (structure) and how many JSON leaves are e
 (values), and whether error codes agree. Two checks need no real server: a read-only call
 repeated with no write between answers the same (repeated read), and a read-only call
 repeated after a write that changed the state answers differently (read after write).
+
+The sequence is a calls file (`run_fidelity`) or what the built-in agent does on one of the
+world's tasks against the real server (`run_agent_fidelity`: its calls and the real answers
+are recorded, then replayed on the simulation).
 """
 
 from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types as types
+from mcp import Client
 from simia.sim.backends import Backend
 from simia.sim.prompts import PastCall
 from simia.sim.schema import validate_instance
-from simia.sim.simulator import Simulator, ToolCall
-from simia.sim.world import ToolSpec, World
+from simia.sim.simulator import Simulator, Step, ToolCall
+from simia.sim.state import apply_patch
+from simia.sim.world import Task, ToolSpec, World
 
+from .agent import Agent, EpisodeRun
 from .mcp_import import connect
+from .user import UserSimulator
 
-__all__ = ["CallComparison", "FidelityReport", "load_calls", "run_fidelity", "tool_drift"]
+__all__ = [
+    "AgentSummary",
+    "CallComparison",
+    "FidelityReport",
+    "RecordingClient",
+    "load_calls",
+    "run_agent_fidelity",
+    "run_fidelity",
+    "tool_drift",
+]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -58,12 +77,24 @@ class CallComparison:
 
 
 @dataclass
+class AgentSummary:
+    """How the agent's run on the real server went (`--agent`): its calls are the sequence compared."""
+
+    task: str
+    stop: str  # as EpisodeRun.stop
+    turns: int
+    calls: int
+    error: str = ""
+
+
+@dataclass
 class FidelityReport:
     world: str
     real: str
     calls: list[CallComparison] = field(default_factory=list)
     repeated_read: tuple[int, int] = (0, 0)  # (consistent, checked)
     read_after_write: tuple[int, int] = (0, 0)
+    agent: AgentSummary | None = None
 
     def agreement(self) -> float:
         return sum(c.agreement for c in self.calls) / len(self.calls) if self.calls else 0.0
@@ -90,11 +121,13 @@ class FidelityReport:
             "agreement": self.agreement(),
             "repeated_read": {"consistent": self.repeated_read[0], "checked": self.repeated_read[1]},
             "read_after_write": {"consistent": self.read_after_write[0], "checked": self.read_after_write[1]},
+            "agent": asdict(self.agent) if self.agent else None,
             "tools": self.per_tool(),
             "calls": [asdict(c) for c in self.calls],
         }
 
     def render(self) -> str:
+        lines = [self.agent_line()] if self.agent else []
         rows: list[tuple[str, ...]] = [("TOOL", "CALLS", "OUTCOME", "SCHEMA", "STRUCTURE", "VALUES", "AGREEMENT")]
         for tool, s in self.per_tool().items():
             rows.append(
@@ -105,11 +138,17 @@ class FidelityReport:
                 )
             )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
         lines.append(f"agreement {self.agreement():.2f} over {len(self.calls)} calls")
         for name, (ok, checked) in (("repeated read", self.repeated_read), ("read after write", self.read_after_write)):
             lines.append(f"{name}: {ok}/{checked} consistent" if checked else f"{name}: no such pair in the calls")
         return "\n".join(lines)
+
+    def agent_line(self) -> str:
+        a = self.agent
+        assert a is not None
+        why = f" ({a.error})" if a.error else ""
+        return f"agent on task {a.task}: {a.calls} calls on the real server in {a.turns} turns, stop: {a.stop}{why}"
 
 
 def _share(flags: Sequence[bool]) -> float:
@@ -208,8 +247,9 @@ def _code_in(text: str, tool: ToolSpec, world: World) -> str | None:
 
 
 def _compare(
-    index: int, call: ToolCall, tool: ToolSpec, world: World, real: types.CallToolResult, step: Any
+    index: int, call: ToolCall, tool: ToolSpec | None, world: World, real: types.CallToolResult, step: Step
 ) -> CallComparison:
+    """One call compared (`tool` is None for a name the world lacks: an agent's call may name one)."""
     real_error, sim_error = bool(real.is_error), bool(step.is_error)
     real_answer, sim_answer = (_real_answer(real) if not real_error else None), step.output
     structure = values = None
@@ -219,7 +259,7 @@ def _compare(
         structure = len(set(a) & set(b)) / len(union) if union else 1.0
         values = sum(1 for p in union if p in a and p in b and a[p] == b[p]) / len(union) if union else 1.0
     schema_valid = None
-    if tool.output_schema and not sim_error:
+    if tool and tool.output_schema and not sim_error:
         schema_valid = not validate_instance(tool.output_schema, sim_answer)
     real_text = "\n".join(c.text for c in real.content if isinstance(c, types.TextContent))
     return CallComparison(
@@ -233,7 +273,7 @@ def _compare(
         schema_valid=schema_valid,
         structure=structure,
         values=values,
-        real_code=_code_in(real_text, tool, world) if real_error else None,
+        real_code=_code_in(real_text, tool, world) if real_error and tool else None,
         sim_code=step.error_code if sim_error else None,
         real=real_answer if not real_error else real_text,
         simulated=sim_answer if not sim_error else step.text,
@@ -241,7 +281,7 @@ def _compare(
 
 
 def _consistency(
-    calls: Sequence[ToolCall], steps: Sequence[Any], world: World
+    calls: Sequence[ToolCall], steps: Sequence[Step], world: World
 ) -> tuple[tuple[int, int], tuple[int, int]]:
     """(repeated read, read after write) as (consistent, checked) over the simulated sequence."""
     repeated = [0, 0]
@@ -285,32 +325,107 @@ async def run_fidelity(
         ValueError: the world's tools differ from the real server's (unless `allow_drift`).
         Exception: the real server could not be reached or died (its error, for the caller to report).
     """
-    report = FidelityReport(world=world.name, real=real if isinstance(real, str) else " ".join(real))
-    simulator = Simulator(backend)
-    state = world.initial_state
-    window: list[PastCall] = []
-    steps: list[Any] = []
+
+    async def play(client: Client) -> list[types.CallToolResult]:
+        return [await client.call_tool(call.tool, call.arguments) for call in calls]
+
+    answers = await _on_real_server(world, real, headers, allow_drift, play, Client)
+    return await _simulate(world, _where(real), calls, answers, backend)
+
+
+@dataclass
+class RecordingClient(Client):
+    """An MCP SDK client that keeps every `call_tool` it makes with the real answer: the agent's calls."""
+
+    recorded: list[tuple[ToolCall, types.CallToolResult]] = field(default_factory=list)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *args: Any, **kwargs: Any) -> Any:
+        result = await super().call_tool(name, arguments, *args, **kwargs)
+        self.recorded.append((ToolCall(name, dict(arguments or {})), result))
+        return result
+
+
+async def run_agent_fidelity(
+    world: World,
+    real: str | Sequence[str],
+    agent: Agent,
+    task: Task,
+    backend: Backend,
+    *,
+    user: UserSimulator | None = None,
+    headers: dict[str, str] | None = None,
+    allow_drift: bool = False,
+    seed: int | None = None,
+) -> FidelityReport:
+    """Run `agent` on `task` against the real server, record its calls with the real answers, then replay
+    those calls on a fresh simulation of `world` (from the task's starting state) and compare.
+
+    Raises:
+        ValueError: the world's tools differ from the real server's (unless `allow_drift`).
+        Exception: the real server could not be reached or died (its error, for the caller to report).
+    """
+
+    async def play(client: Client) -> tuple[EpisodeRun, list[tuple[ToolCall, types.CallToolResult]]]:
+        run = await agent.run(client, instruction=task.instruction, policy=world.policy, user=user, seed=seed)
+        assert isinstance(client, RecordingClient)  # _on_real_server made it one
+        return run, client.recorded
+
+    run, recorded = await _on_real_server(world, real, headers, allow_drift, play, RecordingClient)
+    start = apply_patch(world.initial_state, task.initial_state_patch, world.state_schema)
+    calls, answers = [call for call, _ in recorded], [answer for _, answer in recorded]
+    report = await _simulate(world, _where(real), calls, answers, backend, start)
+    report.agent = AgentSummary(task.id, run.stop, run.turns, len(calls), run.agent_error or run.infra_error)
+    return report
+
+
+def _where(real: str | Sequence[str]) -> str:
+    return real if isinstance(real, str) else " ".join(real)
+
+
+async def _on_real_server(
+    world: World,
+    real: str | Sequence[str],
+    headers: dict[str, str] | None,
+    allow_drift: bool,
+    play: Callable[[Client], Awaitable[T]],
+    client_type: type[Client],
+) -> T:
+    """Connect to the real server, refuse a tool drift (after the connection is closed, so the error is
+    plain), and `play` on it."""
     drift: list[str] = []
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
-        async with connect(real, headers or {}, {}, errlog, 120.0, []) as client:  # errors leave the block first
+        async with connect(real, headers or {}, {}, errlog, 120.0, [], client_type) as client:
             drift = tool_drift(world, (await client.list_tools()).tools)
             if not drift or allow_drift:
-                for i, call in enumerate(calls):
-                    real_result = await client.call_tool(call.tool, call.arguments)
-                    step = await simulator.step(world, state, window[-world.simulator.window :], call, seed=i)
-                    tool = world.tool(call.tool)
-                    assert tool is not None  # load_calls checked the names
-                    report.calls.append(_compare(i, call, tool, world, real_result, step))
-                    steps.append(step)
-                    if step.error_kind != "infra":
-                        state = step.state
-                        past = PastCall(
-                            call.tool, call.arguments, step.text if step.is_error else step.output, step.is_error
-                        )
-                        window.append(past)
-    if drift and not allow_drift:
-        raise ValueError(
-            "the world's tools differ from the real server's: " + "; ".join(drift) + " (--allow-drift to go on)"
-        )
+                return await play(client)
+    raise ValueError(
+        "the world's tools differ from the real server's: " + "; ".join(drift) + " (--allow-drift to go on)"
+    )
+
+
+async def _simulate(
+    world: World,
+    where: str,
+    calls: Sequence[ToolCall],
+    answers: Sequence[types.CallToolResult],
+    backend: Backend,
+    start: dict[str, Any] | None = None,
+) -> FidelityReport:
+    """Replay `calls` on a fresh simulated episode (from `start`, or the world's state) and compare each
+    simulated step with the real answer."""
+    report = FidelityReport(world=world.name, real=where)
+    simulator = Simulator(backend)
+    state = world.initial_state if start is None else start
+    window: list[PastCall] = []
+    steps: list[Step] = []
+    for i, (call, answer) in enumerate(zip(calls, answers, strict=True)):
+        step = await simulator.step(world, state, window[-world.simulator.window :], call, seed=i)
+        report.calls.append(_compare(i, call, world.tool(call.tool), world, answer, step))
+        steps.append(step)
+        if step.error_kind != "infra":  # infra failures never enter the window (nor the state)
+            state = step.state
+            window.append(
+                PastCall(call.tool, call.arguments, step.text if step.is_error else step.output, step.is_error)
+            )
     report.repeated_read, report.read_after_write = _consistency(calls, steps, world)
     return report

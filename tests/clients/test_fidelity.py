@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 import yaml
 from mcp import Client, StdioServerParameters
-from simia.clients.fidelity import load_calls, run_fidelity
+from simia.clients.agent import Agent
+from simia.clients.fidelity import AgentSummary, load_calls, run_agent_fidelity, run_fidelity
 from simia.sim import load_world
-from simia.sim.backends import CompletionRequest, FunctionBackend
+from simia.sim.backends import CompletionRequest, FunctionBackend, resolve_backend
 from simia.testing import FakeProvider, parse_simulator_prompt
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +38,8 @@ async def counters_world(base: Path) -> Path:
     (folder / "world.yaml").write_text(yaml.safe_dump({"name": "counters", "title": "Counters"}))
     (folder / "tools.json").write_text(json.dumps(tools))
     (folder / "state.json").write_text(json.dumps({"counters": {"apples": 3, "pears": 7}}))
+    task = {"id": "two-apples", "instruction": "Add two apples, check the count, and look for kiwis."}
+    (folder / "tasks.jsonl").write_text(json.dumps(task) + "\n")
     (base / "calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in CALLS))
     return folder
 
@@ -53,6 +56,40 @@ def faithful(request: CompletionRequest | dict[str, Any], *, off_by: int = 0) ->
     patch = [{"op": "replace", "path": f"/counters/{name}", "value": value}] if tool == "increment" else []
     return {"is_error": False, "error_code": None, "message": "ok",
             "output": {"name": name, "value": value + off_by}, "state_patch": patch}  # fmt: skip
+
+
+AGENT_CALLS = [CALLS[0], CALLS[2], CALLS[3], CALLS[4]]
+
+
+def scripted_agent(body: dict[str, Any]) -> dict[str, Any]:
+    """An agent (OpenAI-format requests, native tool calls): one call of AGENT_CALLS a turn, then an answer."""
+    turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
+    if turn < len(AGENT_CALLS):
+        return {
+            "message": "",
+            "tool_calls": [{"name": c["tool"], "arguments": c["arguments"]} for c in AGENT_CALLS[turn : turn + 1]],
+        }
+    return {"message": "Apples are at 5 now; there is no kiwi counter.", "tool_calls": []}
+
+
+async def test_the_agents_calls_on_the_real_server_are_replayed_on_the_simulation(tmp_path: Path) -> None:
+    world = load_world(await counters_world(tmp_path))
+    task = world.task("two-apples")
+    assert task is not None
+    async with FakeProvider(scripted_agent).running() as fake:
+        model = resolve_backend("openai-compatible:agent", base_url=fake.base_url, env={})
+        try:
+            report = await run_agent_fidelity(world, SERVER, Agent(model), task, FunctionBackend(faithful))
+        finally:
+            await model.aclose()
+    assert report.agent == AgentSummary(task="two-apples", stop="answered", turns=5, calls=4)
+    assert [(c.tool, c.arguments) for c in report.calls] == [(c["tool"], c["arguments"]) for c in AGENT_CALLS]
+    assert [c.real for c in report.calls[:3]] == [{"name": "apples", "value": v} for v in (3, 5, 5)]
+    assert report.agreement() == 1.0 and report.read_after_write == (1, 1)
+    assert report.calls[-1].real_code == report.calls[-1].sim_code == "not_found"
+    assert report.render().splitlines()[0] == (
+        "agent on task two-apples: 4 calls on the real server in 5 turns, stop: answered"
+    )
 
 
 async def test_a_faithful_simulation_agrees_fully_and_a_wrong_one_does_not(tmp_path: Path) -> None:
@@ -106,3 +143,36 @@ async def test_the_fidelity_command_prints_a_table_writes_a_report_and_gates_on_
     assert "agreement 0.60 over 5 calls" in lines and "agreement 0.60 is under --min-agreement 0.9" in lines
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["agreement"] == 0.6 and report["read_after_write"] == {"consistent": 1, "checked": 1}
+
+
+@pytest.mark.slow
+async def test_the_fidelity_command_runs_the_agent_on_a_task_and_names_a_missing_one(tmp_path: Path) -> None:
+    folder = await counters_world(tmp_path)
+
+    def provider(body: dict[str, Any]) -> dict[str, Any]:  # the agent's requests carry tools, the simulator's not
+        if body.get("tools"):
+            return scripted_agent(body)
+        return faithful(CompletionRequest(messages=body["messages"], schema={}))
+
+    async with FakeProvider(provider).running() as fake:
+        model = (
+            "--backend",
+            "openai-compatible:sim",
+            "--agent",
+            "openai-compatible:agent",
+            "--base-url",
+            fake.base_url,
+        )
+        command = [sys.executable, "-m", "simia.cli", "fidelity", str(folder), *model]
+
+        def run(*more: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([*command, *more, "--", *SERVER], capture_output=True, text=True, timeout=120)
+
+        done = await asyncio.to_thread(run, "--task", "two-apples")
+        missing = await asyncio.to_thread(run, "--task", "nope")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "agent on task two-apples: 4 calls on the real server in 5 turns, stop: answered"
+    assert "agreement 1.00 over 4 calls" in lines
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == "error: world 'counters' has no task 'nope' (its tasks: two-apples)"
