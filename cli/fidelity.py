@@ -56,12 +56,13 @@ def _sequence(
     args: argparse.Namespace, world: World, real: str | list[str], model: Backend, headers: dict[str, str]
 ) -> Coroutine[Any, Any, FidelityReport]:
     """What to run on both sides, checked before anything runs: a calls file, or the agent on a task."""
+    grader = backend(args.grade, args) if args.grade else None
     if args.calls:
         try:
             calls = load_calls(args.calls, world)
         except ValueError as exc:
             raise CliError(str(exc)) from None
-        return run_fidelity(world, real, calls, model, headers=headers, allow_drift=args.allow_drift)
+        return run_fidelity(world, real, calls, model, headers=headers, allow_drift=args.allow_drift, grader=grader)
     if args.task is None:
         raise CliError("--agent runs one of the world's tasks: add --task ID")
     task = world.task(args.task)
@@ -71,7 +72,9 @@ def _sequence(
     agent = Agent(backend(args.agent, args), max_turns=args.max_turns)
     user_model = backend(args.user, args) if args.user and task.user_hidden else None
     user = UserSimulator(user_model, instruction=task.instruction, hidden=task.user_hidden) if user_model else None
-    return run_agent_fidelity(world, real, agent, task, model, user=user, headers=headers, allow_drift=args.allow_drift)
+    return run_agent_fidelity(
+        world, real, agent, task, model, user=user, headers=headers, allow_drift=args.allow_drift, grader=grader
+    )
 
 
 def register(sub: Any) -> None:
@@ -92,6 +95,7 @@ def register(sub: Any) -> None:
     p.add_argument("--max-turns", type=positive, default=10, help="agent model calls (default 10)")
     p.add_argument("--backend", metavar="SPEC", help="the simulator's model (backend SPEC)")
     add_model_flags(p)
+    p.add_argument("--grade", metavar="SPEC", help="a model that grades each simulated step (5 dimensions, 1-5)")
     p.add_argument("--report", metavar="FILE", help="write the JSON report here")
     p.add_argument("--min-agreement", type=float, metavar="X", help="exit 1 when the agreement is under X (0-1)")
     p.add_argument("--allow-drift", action="store_true", help="go on when the world's tools differ from the real ones")

@@ -29,6 +29,7 @@ from simia.sim.prompts import PastCall
 from simia.sim.schema import validate_instance
 from simia.sim.simulator import Simulator, Step, ToolCall
 from simia.sim.state import apply_patch
+from simia.sim.step_grade import DIMENSIONS, GradeError, grade_step
 from simia.sim.world import Task, ToolSpec, World
 
 from .agent import Agent, EpisodeRun
@@ -67,6 +68,8 @@ class CallComparison:
     sim_code: str | None
     real: Any = None
     simulated: Any = None
+    grade: dict[str, dict[str, Any]] | None = None  # `--grade`: dimension -> {"score", "reason"}
+    grade_error: str | None = None  # `--grade`: why this step has no grade
 
     @property
     def agreement(self) -> float:
@@ -99,6 +102,15 @@ class FidelityReport:
     def agreement(self) -> float:
         return sum(c.agreement for c in self.calls) / len(self.calls) if self.calls else 0.0
 
+    @property
+    def graded(self) -> bool:
+        return any(c.grade is not None or c.grade_error is not None for c in self.calls)
+
+    def grades(self) -> dict[str, float | None]:
+        """Each dimension's mean score over the graded steps (None when no step got a grade)."""
+        graded = [c.grade for c in self.calls if c.grade is not None]
+        return {d: _mean([g[d]["score"] for g in graded]) for d in DIMENSIONS}
+
     def per_tool(self) -> dict[str, dict[str, Any]]:
         tools: dict[str, dict[str, Any]] = {}
         for tool in sorted({c.tool for c in self.calls}):
@@ -112,6 +124,10 @@ class FidelityReport:
                 "values": _mean([c.values for c in mine if c.values is not None]),
                 "agreement": _mean([c.agreement for c in mine]),
             }
+            if self.graded:
+                tools[tool]["grade"] = _mean(
+                    [sum(c.grade[d]["score"] for d in DIMENSIONS) / 5 for c in mine if c.grade]
+                )
         return tools
 
     def as_dict(self) -> dict[str, Any]:
@@ -122,26 +138,28 @@ class FidelityReport:
             "repeated_read": {"consistent": self.repeated_read[0], "checked": self.repeated_read[1]},
             "read_after_write": {"consistent": self.read_after_write[0], "checked": self.read_after_write[1]},
             "agent": asdict(self.agent) if self.agent else None,
+            "grades": self.grades() if self.graded else None,
             "tools": self.per_tool(),
             "calls": [asdict(c) for c in self.calls],
         }
 
     def render(self) -> str:
         lines = [self.agent_line()] if self.agent else []
-        rows: list[tuple[str, ...]] = [("TOOL", "CALLS", "OUTCOME", "SCHEMA", "STRUCTURE", "VALUES", "AGREEMENT")]
+        figures = ["outcome", "schema_valid", "structure", "values", "agreement"] + (["grade"] if self.graded else [])
+        rows: list[tuple[str, ...]] = [("TOOL", "CALLS", *(f.split("_")[0].upper() for f in figures))]
         for tool, s in self.per_tool().items():
-            rows.append(
-                (
-                    tool,
-                    str(s["calls"]),
-                    *(_fmt(s[k]) for k in ("outcome", "schema_valid", "structure", "values", "agreement")),
-                )
-            )
+            rows.append((tool, str(s["calls"]), *(_fmt(s[k]) for k in figures)))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
         lines.append(f"agreement {self.agreement():.2f} over {len(self.calls)} calls")
         for name, (ok, checked) in (("repeated read", self.repeated_read), ("read after write", self.read_after_write)):
             lines.append(f"{name}: {ok}/{checked} consistent" if checked else f"{name}: no such pair in the calls")
+        if self.graded:
+            means = "  ".join(f"{d} {_fmt(m)}" for d, m in self.grades().items())
+            failed = sum(1 for c in self.calls if c.grade_error)
+            lines.append(
+                f"grades (1-5): {means}" + (f"  ({failed} steps not graded; see the report)" if failed else "")
+            )
         return "\n".join(lines)
 
     def agent_line(self) -> str:
@@ -149,6 +167,11 @@ class FidelityReport:
         assert a is not None
         why = f" ({a.error})" if a.error else ""
         return f"agent on task {a.task}: {a.calls} calls on the real server in {a.turns} turns, stop: {a.stop}{why}"
+
+
+def _overall(grade: dict[str, dict[str, Any]]) -> float:
+    """A step's mean score over the five dimensions."""
+    return float(sum(grade[d]["score"] for d in DIMENSIONS)) / len(DIMENSIONS)
 
 
 def _share(flags: Sequence[bool]) -> float:
@@ -280,6 +303,28 @@ def _compare(
     )
 
 
+async def _grade(
+    grader: Backend, compared: CallComparison, tool: ToolSpec | None, seen: Sequence[PastCall], *, seed: int
+) -> None:
+    """Grade one compared step in place: its grade, or why it has none (a bad grade is data, not a crash)."""
+    try:
+        grade = await grade_step(
+            grader,
+            tool,
+            compared.arguments,
+            seen,
+            compared.real,
+            compared.simulated,
+            real_error=compared.real_error,
+            simulated_error=compared.sim_error,
+            seed=seed,
+        )
+    except GradeError as exc:
+        compared.grade_error = str(exc)
+    else:
+        compared.grade = grade.model_dump()
+
+
 def _consistency(
     calls: Sequence[ToolCall], steps: Sequence[Step], world: World
 ) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -318,8 +363,10 @@ async def run_fidelity(
     *,
     headers: dict[str, str] | None = None,
     allow_drift: bool = False,
+    grader: Backend | None = None,
 ) -> FidelityReport:
-    """Run `calls` on the real server (a URL or a stdio command) and on a fresh simulation of `world`.
+    """Run `calls` on the real server (a URL or a stdio command) and on a fresh simulation of `world`;
+    with `grader`, a model grades each simulated step (`simia.sim.step_grade`).
 
     Raises:
         ValueError: the world's tools differ from the real server's (unless `allow_drift`).
@@ -330,7 +377,7 @@ async def run_fidelity(
         return [await client.call_tool(call.tool, call.arguments) for call in calls]
 
     answers = await _on_real_server(world, real, headers, allow_drift, play, Client)
-    return await _simulate(world, _where(real), calls, answers, backend)
+    return await _simulate(world, _where(real), calls, answers, backend, grader)
 
 
 @dataclass
@@ -356,9 +403,11 @@ async def run_agent_fidelity(
     headers: dict[str, str] | None = None,
     allow_drift: bool = False,
     seed: int | None = None,
+    grader: Backend | None = None,
 ) -> FidelityReport:
     """Run `agent` on `task` against the real server, record its calls with the real answers, then replay
-    those calls on a fresh simulation of `world` (from the task's starting state) and compare.
+    those calls on a fresh simulation of `world` (from the task's starting state) and compare (and grade,
+    with `grader`).
 
     Raises:
         ValueError: the world's tools differ from the real server's (unless `allow_drift`).
@@ -373,7 +422,7 @@ async def run_agent_fidelity(
     run, recorded = await _on_real_server(world, real, headers, allow_drift, play, RecordingClient)
     start = apply_patch(world.initial_state, task.initial_state_patch, world.state_schema)
     calls, answers = [call for call, _ in recorded], [answer for _, answer in recorded]
-    report = await _simulate(world, _where(real), calls, answers, backend, start)
+    report = await _simulate(world, _where(real), calls, answers, backend, grader, start)
     report.agent = AgentSummary(task.id, run.stop, run.turns, len(calls), run.agent_error or run.infra_error)
     return report
 
@@ -409,18 +458,23 @@ async def _simulate(
     calls: Sequence[ToolCall],
     answers: Sequence[types.CallToolResult],
     backend: Backend,
+    grader: Backend | None,
     start: dict[str, Any] | None = None,
 ) -> FidelityReport:
     """Replay `calls` on a fresh simulated episode (from `start`, or the world's state) and compare each
-    simulated step with the real answer."""
+    simulated step with the real answer (and have `grader` grade it, given the simulator's window)."""
     report = FidelityReport(world=world.name, real=where)
     simulator = Simulator(backend)
     state = world.initial_state if start is None else start
     window: list[PastCall] = []
     steps: list[Step] = []
     for i, (call, answer) in enumerate(zip(calls, answers, strict=True)):
-        step = await simulator.step(world, state, window[-world.simulator.window :], call, seed=i)
-        report.calls.append(_compare(i, call, world.tool(call.tool), world, answer, step))
+        seen = window[-world.simulator.window :]
+        step = await simulator.step(world, state, seen, call, seed=i)
+        compared = _compare(i, call, world.tool(call.tool), world, answer, step)
+        if grader is not None:
+            await _grade(grader, compared, world.tool(call.tool), seen, seed=i)
+        report.calls.append(compared)
         steps.append(step)
         if step.error_kind != "infra":  # infra failures never enter the window (nor the state)
             state = step.state

@@ -16,6 +16,7 @@ from simia.clients.agent import Agent
 from simia.clients.fidelity import AgentSummary, load_calls, run_agent_fidelity, run_fidelity
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend, resolve_backend
+from simia.sim.step_grade import DIMENSIONS
 from simia.testing import FakeProvider, parse_simulator_prompt
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,6 +124,56 @@ async def test_bad_calls_and_tool_drift_are_refused_before_anything_runs(tmp_pat
         await run_fidelity(drifted, SERVER, load_calls(tmp_path / "calls.jsonl", world)[:1], FunctionBackend(faithful))
 
 
+def grade_data(body: dict[str, Any]) -> dict[str, Any]:
+    """The DATA section of a grader request."""
+    block = str(body["messages"][1]["content"]).split("\n", 1)[1]
+    return dict(json.loads(block.split("\n<<<END DATA", 1)[0]))
+
+
+def scripted_grader(body: dict[str, Any]) -> dict[str, Any]:
+    """5 everywhere for a simulated answer equal to the real one, 2 for one that differs, and an answer
+    that is no grade (a score of 9) for a real error."""
+    data = grade_data(body)
+    if data["real_answer"]["is_error"]:
+        return {d: {"score": 9, "reason": "off the scale"} for d in DIMENSIONS}
+    same = data["real_answer"]["answer"] == data["simulated_answer"]["answer"]
+    return {d: {"score": 5 if same else 2, "reason": "equal" if same else "differs"} for d in DIMENSIONS}
+
+
+async def test_a_grader_scores_each_step_and_a_bad_grade_is_that_steps_error(tmp_path: Path) -> None:
+    world = load_world(await counters_world(tmp_path))
+    calls = load_calls(tmp_path / "calls.jsonl", world)
+    async with FakeProvider(scripted_grader).running() as fake:
+        grader = resolve_backend("openai-compatible:grader", base_url=fake.base_url, env={})
+        try:
+            bad = await run_fidelity(
+                world, SERVER, calls, FunctionBackend(lambda r: faithful(r, off_by=1)), grader=grader
+            )
+            good = await run_fidelity(world, SERVER, calls, FunctionBackend(faithful), grader=grader)
+        finally:
+            await grader.aclose()
+        seen = [grade_data(r) for r in fake.requests]
+    assert bad.grades() == dict.fromkeys(DIMENSIONS, 2.0) and good.grades() == dict.fromkeys(DIMENSIONS, 5.0)
+    assert bad.calls[0].grade == {d: {"score": 2, "reason": "differs"} for d in DIMENSIONS}
+    assert bad.calls[-1].grade is None
+    assert bad.calls[-1].grade_error == (
+        "the grader's answer is not a grade: format.score: Input should be less than or equal to 5"
+    )
+    assert [len(s["earlier_calls"]) for s in seen[:5]] == [0, 1, 2, 3, 4]  # the simulator's window, up to 4
+    assert seen[3]["earlier_calls"][-1] == {
+        "tool": "increment", "arguments": {"name": "apples", "by": 2}, "answer": {"name": "apples", "value": 6},
+        "is_error": False,
+    }  # fmt: skip
+    table = bad.render().splitlines()
+    assert table[0].split() == ["TOOL", "CALLS", "OUTCOME", "SCHEMA", "STRUCTURE", "VALUES", "AGREEMENT", "GRADE"]
+    assert table[1].split()[-1] == "2.00"
+    assert table[-1] == (
+        "grades (1-5): format 2.00  factuality 2.00  consistency 2.00  realism 2.00  quality 2.00"
+        "  (1 steps not graded; see the report)"
+    )
+    assert bad.as_dict()["grades"] == dict.fromkeys(DIMENSIONS, 2.0)
+
+
 @pytest.mark.slow
 async def test_the_fidelity_command_prints_a_table_writes_a_report_and_gates_on_agreement(tmp_path: Path) -> None:
     folder = await counters_world(tmp_path)
@@ -152,17 +203,13 @@ async def test_the_fidelity_command_runs_the_agent_on_a_task_and_names_a_missing
     def provider(body: dict[str, Any]) -> dict[str, Any]:  # the agent's requests carry tools, the simulator's not
         if body.get("tools"):
             return scripted_agent(body)
+        if "step_grade" in json.dumps(body.get("response_format")):
+            return scripted_grader(body)
         return faithful(CompletionRequest(messages=body["messages"], schema={}))
 
     async with FakeProvider(provider).running() as fake:
-        model = (
-            "--backend",
-            "openai-compatible:sim",
-            "--agent",
-            "openai-compatible:agent",
-            "--base-url",
-            fake.base_url,
-        )
+        model = ("--backend", "openai-compatible:sim", "--agent", "openai-compatible:agent",
+                 "--grade", "openai-compatible:grader", "--base-url", fake.base_url)  # fmt: skip
         command = [sys.executable, "-m", "simia.cli", "fidelity", str(folder), *model]
 
         def run(*more: str) -> subprocess.CompletedProcess[str]:
@@ -174,5 +221,9 @@ async def test_the_fidelity_command_runs_the_agent_on_a_task_and_names_a_missing
     lines = done.stdout.splitlines()
     assert lines[0] == "agent on task two-apples: 4 calls on the real server in 5 turns, stop: answered"
     assert "agreement 1.00 over 4 calls" in lines
+    assert lines[-1] == (
+        "grades (1-5): format 5.00  factuality 5.00  consistency 5.00  realism 5.00  quality 5.00"
+        "  (1 steps not graded; see the report)"
+    )
     assert missing.returncode == 2
     assert missing.stderr.strip() == "error: world 'counters' has no task 'nope' (its tasks: two-apples)"
