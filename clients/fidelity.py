@@ -41,7 +41,9 @@ __all__ = [
     "CallComparison",
     "FidelityReport",
     "RecordingClient",
+    "consistency",
     "load_calls",
+    "replay",
     "run_agent_fidelity",
     "run_fidelity",
     "tool_drift",
@@ -325,10 +327,12 @@ async def _grade(
         compared.grade = grade.model_dump()
 
 
-def _consistency(
-    calls: Sequence[ToolCall], steps: Sequence[Step], world: World
+def consistency(
+    world: World, calls: Sequence[ToolCall], steps: Sequence[Step]
 ) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(repeated read, read after write) as (consistent, checked) over the simulated sequence."""
+    """(repeated read, read after write) as (consistent, checked) over a simulated sequence: a read-only
+    call repeated with no state change between must answer the same; repeated after a call that changed
+    the state, differently (a check that presumes the write touched what the read reads)."""
     repeated = [0, 0]
     after_write = [0, 0]
     last_read: dict[str, tuple[int, Any]] = {}  # call key -> (index, answer)
@@ -464,22 +468,33 @@ async def _simulate(
     """Replay `calls` on a fresh simulated episode (from `start`, or the world's state) and compare each
     simulated step with the real answer (and have `grader` grade it, given the simulator's window)."""
     report = FidelityReport(world=world.name, real=where)
-    simulator = Simulator(backend)
-    state = world.initial_state if start is None else start
-    window: list[PastCall] = []
-    steps: list[Step] = []
-    for i, (call, answer) in enumerate(zip(calls, answers, strict=True)):
-        seen = window[-world.simulator.window :]
-        step = await simulator.step(world, state, seen, call, seed=i)
+    replayed = await replay(world, calls, backend, start)
+    for i, (call, answer, (step, seen)) in enumerate(zip(calls, answers, replayed, strict=True)):
         compared = _compare(i, call, world.tool(call.tool), world, answer, step)
         if grader is not None:
             await _grade(grader, compared, world.tool(call.tool), seen, seed=i)
         report.calls.append(compared)
-        steps.append(step)
-        if step.error_kind != "infra":  # infra failures never enter the window (nor the state)
+    report.repeated_read, report.read_after_write = consistency(world, calls, [step for step, _ in replayed])
+    return report
+
+
+async def replay(
+    world: World, calls: Sequence[ToolCall], backend: Backend, start: dict[str, Any] | None = None
+) -> list[tuple[Step, list[PastCall]]]:
+    """Run `calls` on a fresh simulated episode of `world` (from `start`, or the world's state; call i with
+    seed i): each step with the window the simulator saw. Infrastructure failures change nothing and never
+    enter the window, as in a served episode."""
+    simulator = Simulator(backend)
+    state = world.initial_state if start is None else start
+    window: list[PastCall] = []
+    out: list[tuple[Step, list[PastCall]]] = []
+    for i, call in enumerate(calls):
+        seen = window[-world.simulator.window :] if world.simulator.window else []
+        step = await simulator.step(world, state, seen, call, seed=i)
+        out.append((step, seen))
+        if step.error_kind != "infra":
             state = step.state
             window.append(
                 PastCall(call.tool, call.arguments, step.text if step.is_error else step.output, step.is_error)
             )
-    report.repeated_read, report.read_after_write = _consistency(calls, steps, world)
-    return report
+    return out
