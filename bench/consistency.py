@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -116,9 +117,14 @@ def answerer(world: World, *, stale: bool) -> Answer:
     return lambda body: right(with_state(body, world.initial_state))
 
 
-async def measure(world: World, calls: list[ToolCall], backend: Backend) -> tuple[tuple[int, int], tuple[int, int]]:
+async def measure(
+    world: World, calls: list[ToolCall], backend: Backend
+) -> tuple[tuple[int, int], tuple[int, int], str]:
+    """(repeated read, read after write, what the calls got): a check needs both of its reads answered."""
     steps = [step for step, _ in await replay(world, calls, backend)]
-    return consistency(world, calls, steps)
+    codes = Counter(f"{s.error_kind} {s.error_code}" for s in steps if s.is_error)
+    got = f"{len(steps) - sum(codes.values())} answered" + "".join(f", {n} {code}" for code, n in codes.most_common())
+    return (*consistency(world, calls, steps), got)
 
 
 def _share(pair: tuple[int, int]) -> str:
@@ -142,22 +148,22 @@ async def main(quick: bool, worlds_dir: Path) -> None:
         for label, answer in models:
             if answer is None:
                 backend: Backend = LocalBackend()
-                repeated, after = await measure(world, calls, backend)
+                repeated, after, got = await measure(world, calls, backend)
             else:
                 async with FakeProvider(answer).running() as fake:
                     backend = resolve_backend("openai-compatible:fake", base_url=fake.base_url, env={})
                     try:
-                        repeated, after = await measure(world, calls, backend)
+                        repeated, after, got = await measure(world, calls, backend)
                     finally:
                         await backend.aclose()
             print(f"{name:8} {label:15} {len(calls):3} calls  repeated read {_share(repeated):5}  "
-                  f"read after write {_share(after)}")  # fmt: skip
+                  f"read after write {_share(after)}  ({got})")  # fmt: skip
             total = totals.setdefault(label, [0, 0])
             total[0] += repeated[0] + after[0]
             total[1] += repeated[1] + after[1]
     shares = {label: ok / checked if checked else 0.0 for label, (ok, checked) in totals.items()}
     for label, share in shares.items():
-        print(f"{label}: {share:.2f} of the checks consistent")
+        print(f"{label}: {share:.2f} of {totals[label][1]} checks consistent")
     print(f"ratio consistent faithful fake / stale fake: {shares['faithful fake']:.2f} / {shares['stale fake']:.2f}")
 
 

@@ -266,11 +266,6 @@ def _leaves(value: Any, path: str = "") -> dict[str, Any]:
     return {path: value}
 
 
-def _code_in(text: str, tool: ToolSpec, world: World) -> str | None:
-    """The first of the tool's error codes that the real error text names, if any."""
-    return next((e.code for e in world.error_codes(tool) if e.code in text), None)
-
-
 def _compare(
     index: int, call: ToolCall, tool: ToolSpec | None, world: World, real: types.CallToolResult, step: Step
 ) -> CallComparison:
@@ -298,7 +293,7 @@ def _compare(
         schema_valid=schema_valid,
         structure=structure,
         values=values,
-        real_code=_code_in(real_text, tool, world) if real_error and tool else None,
+        real_code=world.code_named(real_text, tool) if real_error and tool else None,
         sim_code=step.error_code if sim_error else None,
         real=real_answer if not real_error else real_text,
         simulated=sim_answer if not sim_error else step.text,
@@ -331,11 +326,12 @@ def consistency(
     world: World, calls: Sequence[ToolCall], steps: Sequence[Step]
 ) -> tuple[tuple[int, int], tuple[int, int]]:
     """(repeated read, read after write) as (consistent, checked) over a simulated sequence: a read-only
-    call repeated with no state change between must answer the same; repeated after a call that changed
-    the state, differently (a check that presumes the write touched what the read reads)."""
+    call repeated with no state change between must answer the same (an error counts as its code);
+    repeated after a call that changed the state, differently (a check that presumes the write touched
+    what the read reads, made on two real answers only). Infrastructure failures are no answers."""
     repeated = [0, 0]
     after_write = [0, 0]
-    last_read: dict[str, tuple[int, Any]] = {}  # call key -> (index, answer)
+    last_read: dict[str, tuple[int, Any, bool]] = {}  # call key -> (index, answer, was an error)
     writes: list[int] = []  # indices of calls that changed the state
     for i, (call, step) in enumerate(zip(calls, steps, strict=True)):
         tool = world.tool(call.tool)
@@ -344,18 +340,19 @@ def consistency(
             if step.state_patch:
                 writes.append(i)
             continue
-        if step.is_error:
+        if step.error_kind == "infra":
             continue
         key = json.dumps([call.tool, call.arguments], sort_keys=True)
+        answer = ("error", step.error_code) if step.is_error else step.output
         if key in last_read:
-            before, answer = last_read[key]
-            if any(before < w < i for w in writes):
-                after_write[1] += 1
-                after_write[0] += answer != step.output
-            else:
+            before, earlier, was_error = last_read[key]
+            if not any(before < w < i for w in writes):
                 repeated[1] += 1
-                repeated[0] += answer == step.output
-        last_read[key] = (i, step.output)
+                repeated[0] += earlier == answer
+            elif not (was_error or step.is_error):
+                after_write[1] += 1
+                after_write[0] += earlier != answer
+        last_read[key] = (i, answer, step.is_error)
     return (repeated[0], repeated[1]), (after_write[0], after_write[1])
 
 

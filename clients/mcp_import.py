@@ -62,6 +62,7 @@ async def read_server(
             with anyio.fail_after(timeout):
                 async with connect(target, headers or {}, env or {}, errlog, timeout, refused) as client:
                     listing = await _listing(client, where)
+                    listing.real_server = {"url": target} if isinstance(target, str) else {"command": list(target)}
                     if probe:
                         try:
                             check_probe_calls(probe, listing.tools, allow_writes=allow_writes)
