@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .backends import Backend, CompletionRequest
 from .errors import BackendError
-from .judge import _data_block
+from .judge import data_block
 from .prompts import PastCall
 from .world import ToolSpec
 
@@ -107,7 +107,7 @@ async def grade_step(
         "real_answer": {"is_error": real_error, "answer": real},
         "simulated_answer": {"is_error": simulated_error, "answer": simulated},
     }
-    start, end, block = _data_block(secrets.token_hex(16), payload)
+    start, end, block = data_block(secrets.token_hex(16), payload)
     request = CompletionRequest(
         messages=[
             {"role": "system", "content": _SYSTEM.format(start=start, end=end)},

@@ -21,11 +21,14 @@ import pytest
 import yaml
 from mcp import Client
 from simia.clients.api import SimiaClient
+from simia.clients.mcp_import import read_server
 from simia.server.inprocess import free_port
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend
 from simia.sim.errors import WorldError
+from simia.sim.mcp_listing import world_from_listing
 from simia.sim.sqlite_store import SqliteStore
+from simia.sim.world_files import write_world
 from simia.testing import parse_simulator_prompt
 from simia.training.export import export
 
@@ -54,16 +57,18 @@ def _listens(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
-async def write_world(base: Path, url: str, routes: dict[str, dict[str, str]], real_url: str | None = None) -> Path:
-    """The counters world as `simia import mcp` writes it (tools from the live server), with `routes`."""
-    async with Client(url) as client:
-        tools = [t.model_dump(by_alias=True, exclude_none=True) for t in (await client.list_tools()).tools]
+async def imported_world(base: Path, url: str, routes: dict[str, dict[str, str]], real_url: str | None = None) -> Path:
+    """The counters world as `simia import mcp URL` writes it (real_server included), with `routes` added to
+    its tools.json (and the real server moved to `real_url`, when given) and a state."""
+    imported = world_from_listing(await read_server(url), name="counters")
+    if real_url is not None:
+        imported.real_server = {"url": real_url}
     folder = base / "counters"
-    folder.mkdir(parents=True)
-    header = {"name": "counters", "title": "Counters", "real_server": {"url": real_url or url, "timeout": 10}}
-    (folder / "world.yaml").write_text(yaml.safe_dump(header))
+    write_world(folder, imported.files())
+    tools = json.loads((folder / "tools.json").read_text())
     (folder / "tools.json").write_text(json.dumps([{**t, **routes.get(t["name"], {})} for t in tools]))
     (folder / "state.json").write_text(json.dumps({"counters": {"apples": 3, "pears": 7}}))
+    assert yaml.safe_load((folder / "world.yaml").read_text())["real_server"] == {"url": real_url or url}
     return base
 
 
@@ -87,7 +92,7 @@ async def test_a_read_only_tool_routed_real_is_answered_by_the_real_server_and_w
     make_server: Any, tmp_path: Path
 ) -> None:
     async with counters_over_http() as real:
-        worlds = await write_world(tmp_path / "worlds", real, {"get_counter": {"route": "real"}})
+        worlds = await imported_world(tmp_path / "worlds", real, {"get_counter": {"route": "real"}})
         await call(real, "increment", name="pears", by=10)  # the real server's own state: pears 17
         async with (
             make_server(backend=FunctionBackend(simulated), worlds_dir=worlds) as server,
@@ -122,7 +127,7 @@ async def test_a_real_server_that_is_down_falls_back_to_the_simulation_or_is_an_
     dead = f"http://127.0.0.1:{free_port()}/mcp"
     async with counters_over_http() as real:
         routes = {"get_counter": {"route": "real", "fallback": "simulate"}, "increment": {"route": "real"}}
-        worlds = await write_world(tmp_path / "worlds", real, routes, real_url=dead)
+        worlds = await imported_world(tmp_path / "worlds", real, routes, real_url=dead)
     async with (
         make_server(backend=FunctionBackend(simulated), worlds_dir=worlds) as server,
         SimiaClient(server.url) as api,
