@@ -46,6 +46,8 @@ def _fidelity(args: argparse.Namespace) -> int:
     if args.report:
         Path(args.report).write_text(json.dumps(report.as_dict(), indent=1, default=str) + "\n")
         print(f"report: {args.report}")
+    if report.stopped:
+        return 1
     if args.min_agreement is not None and report.agreement() < args.min_agreement:
         print(f"agreement {report.agreement():.2f} is under --min-agreement {args.min_agreement}")
         return 1

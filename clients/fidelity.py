@@ -100,6 +100,7 @@ class FidelityReport:
     repeated_read: tuple[int, int] = (0, 0)  # (consistent, checked)
     read_after_write: tuple[int, int] = (0, 0)
     agent: AgentSummary | None = None
+    stopped: str = ""  # the real server failed mid-run: what happened (the report covers the calls before)
 
     def agreement(self) -> float:
         return sum(c.agreement for c in self.calls) / len(self.calls) if self.calls else 0.0
@@ -140,6 +141,7 @@ class FidelityReport:
             "repeated_read": {"consistent": self.repeated_read[0], "checked": self.repeated_read[1]},
             "read_after_write": {"consistent": self.read_after_write[0], "checked": self.read_after_write[1]},
             "agent": asdict(self.agent) if self.agent else None,
+            "stopped": self.stopped or None,
             "grades": self.grades() if self.graded else None,
             "tools": self.per_tool(),
             "calls": [asdict(c) for c in self.calls],
@@ -162,6 +164,8 @@ class FidelityReport:
             lines.append(
                 f"grades (1-5): {means}" + (f"  ({failed} steps not graded; see the report)" if failed else "")
             )
+        if self.stopped:
+            lines.append(f"stopped: {self.stopped}")
         return "\n".join(lines)
 
     def agent_line(self) -> str:
@@ -369,16 +373,38 @@ async def run_fidelity(
     """Run `calls` on the real server (a URL or a stdio command) and on a fresh simulation of `world`;
     with `grader`, a model grades each simulated step (`simia.sim.step_grade`).
 
+    A real server that dies after answering some calls gives the report of those, with `stopped` saying
+    what happened.
+
     Raises:
         ValueError: the world's tools differ from the real server's (unless `allow_drift`).
-        Exception: the real server could not be reached or died (its error, for the caller to report).
+        Exception: the real server could not be reached, or failed before answering anything.
     """
+    answers: list[types.CallToolResult] = []
 
-    async def play(client: Client) -> list[types.CallToolResult]:
-        return [await client.call_tool(call.tool, call.arguments) for call in calls]
+    async def play(client: Client) -> None:
+        for call in calls:
+            answers.append(await client.call_tool(call.tool, call.arguments))
 
-    answers = await _on_real_server(world, real, headers, allow_drift, play, Client)
-    return await _simulate(world, _where(real), calls, answers, backend, grader)
+    stopped = await _until_failure(_on_real_server(world, real, headers, allow_drift, play, Client), answers)
+    report = await _simulate(world, _where(real), calls[: len(answers)], answers, backend, grader)
+    report.stopped = stopped and f"{stopped} after {len(answers)} of {len(calls)} calls"
+    return report
+
+
+async def _until_failure(work: Awaitable[None], done: Sequence[Any]) -> str:
+    """Await `work`; a failure once something is `done` is returned as one line (none: raised as it is)."""
+    try:
+        await work
+    except ValueError:
+        raise
+    except Exception as exc:  # the SDK and its transports raise many kinds, often grouped
+        if not done:
+            raise
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions and isinstance(exc.exceptions[0], Exception):
+            exc = exc.exceptions[0]
+        return f"the real server failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    return ""
 
 
 @dataclass
@@ -415,16 +441,21 @@ async def run_agent_fidelity(
         Exception: the real server could not be reached or died (its error, for the caller to report).
     """
 
-    async def play(client: Client) -> tuple[EpisodeRun, list[tuple[ToolCall, types.CallToolResult]]]:
-        run = await agent.run(client, instruction=task.instruction, policy=world.policy, user=user, seed=seed)
-        assert isinstance(client, RecordingClient)  # _on_real_server made it one
-        return run, client.recorded
+    recorded: list[tuple[ToolCall, types.CallToolResult]] = []
+    runs: list[EpisodeRun] = []
 
-    run, recorded = await _on_real_server(world, real, headers, allow_drift, play, RecordingClient)
+    async def play(client: Client) -> None:
+        assert isinstance(client, RecordingClient)  # _on_real_server made it one
+        client.recorded = recorded
+        runs.append(await agent.run(client, instruction=task.instruction, policy=world.policy, user=user, seed=seed))
+
+    stopped = await _until_failure(_on_real_server(world, real, headers, allow_drift, play, RecordingClient), recorded)
     start = apply_patch(world.initial_state, task.initial_state_patch, world.state_schema)
     calls, answers = [call for call, _ in recorded], [answer for _, answer in recorded]
     report = await _simulate(world, _where(real), calls, answers, backend, grader, start)
+    run = runs[0] if runs else EpisodeRun(transcript=[], stop="real_server_failed")
     report.agent = AgentSummary(task.id, run.stop, run.turns, len(calls), run.agent_error or run.infra_error)
+    report.stopped = stopped and f"{stopped} after {len(calls)} calls"
     return report
 
 

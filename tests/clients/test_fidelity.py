@@ -107,6 +107,16 @@ async def test_a_faithful_simulation_agrees_fully_and_a_wrong_one_does_not(tmp_p
     }  # fmt: skip
 
 
+async def test_a_real_server_that_dies_mid_run_gives_the_report_of_the_calls_before(tmp_path: Path) -> None:
+    world = load_world(await counters_world(tmp_path))
+    calls = load_calls(tmp_path / "calls.jsonl", world)
+    report = await run_fidelity(world, [*SERVER, "--die-after", "3"], calls, FunctionBackend(faithful))
+    assert [c.tool for c in report.calls] == ["get_counter", "get_counter", "increment"]
+    assert report.agreement() == 1.0
+    assert report.stopped.startswith("the real server failed: ") and report.stopped.endswith(" after 3 of 5 calls")
+    assert report.render().splitlines()[-1] == f"stopped: {report.stopped}"
+
+
 async def test_bad_calls_and_tool_drift_are_refused_before_anything_runs(tmp_path: Path) -> None:
     world = load_world(await counters_world(tmp_path))
     (tmp_path / "bad.jsonl").write_text(
