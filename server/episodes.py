@@ -36,6 +36,7 @@ from simia.sim.world import World
 
 from .errors import BadRequest, Conflict, NotFound, Overloaded
 from .metrics import Metrics
+from .real_tools import RealServerFailed, RealTools
 from .settings import ServerSettings
 
 __all__ = ["EpisodeService", "new_episode_id"]
@@ -87,6 +88,7 @@ class EpisodeService:
         store: where episodes and events are committed.
         settings: limits and budgets.
         judge: scores an ended episode (None: episodes end without a verdict).
+        real: calls the real server of tools routed `real` (default: `RealTools()`).
     """
 
     def __init__(
@@ -97,8 +99,10 @@ class EpisodeService:
         settings: ServerSettings,
         metrics: Metrics | None = None,
         judge: Judge | None = None,
+        real: RealTools | None = None,
     ) -> None:
         self.worlds = worlds
+        self.real = real or RealTools()
         self.simulator = simulator
         self.store = store
         self.settings = settings
@@ -288,6 +292,11 @@ class EpisodeService:
             event = await self.store.commit_event(episode_id, event, None)
             self._applied(entry, episode, event, None)
             return world.name, event
+        routed, fell_back = await self._routed(world, tool, arguments, request_key)
+        if routed is not None:  # answered by the real server (or its failure): the state is unchanged
+            event = await self.store.commit_event(episode_id, routed, None)
+            self._applied(entry, episode, event, None)
+            return world.name, event
         fault = self._fault(episode, world, tool, arguments)
         if fault in PRE_CALL:
             event = _injected(world, tool, arguments, fault, request_key)
@@ -305,6 +314,8 @@ class EpisodeService:
             )
             new_state = step.state if step.state is not episode.state and step.state_patch else None
             event = _event_of(step, request_key)
+            if fell_back:
+                event = replace(event, detail=f"{fell_back}; simulated instead. {event.detail}".strip())
             if fault is not None and not step.is_error:
                 event, new_state = _perturbed(world, event, new_state, fault, entry.recent, request_key)
         event = await self.store.commit_event(episode_id, event, new_state)
@@ -320,6 +331,43 @@ class EpisodeService:
         episode.advance(event, new_state)
         entry.recent.append(event)
 
+    async def _routed(
+        self, world: World, tool: str, arguments: dict[str, Any], key: str | None
+    ) -> tuple[EventRecord | None, str]:
+        """For a tool routed `real` and a call that fits its input schema: the real server's event, or
+        (it failed) an infra error event, or with `fallback: simulate` no event and why it fell back. Any
+        other call: (None, "")."""
+        spec = world.tool(tool)
+        if spec is None or spec.route != "real" or not self._fits(spec.input_schema, arguments):
+            return None, ""
+        try:
+            return await self.real.event(world, spec, arguments, key), ""
+        except RealServerFailed as exc:
+            if spec.fallback == "simulate":
+                return None, f"the real server failed ({exc})"
+            text = "The tool's server did not answer. Try again later."
+            failed = EventRecord(
+                tool=tool,
+                arguments=arguments,
+                output=None,
+                text=text,
+                is_error=True,
+                error_code="real_server_failed",
+                error_kind="infra",
+                detail=str(exc),
+                request_key=key,
+                source="real",
+            )
+            return failed, ""
+
+    def _fits(self, schema: dict[str, Any], arguments: dict[str, Any]) -> bool:
+        """Whether the simulator would take these arguments (size and input schema)."""
+        try:
+            size = len(to_json(arguments))
+        except ValueError:  # not serializable (too deep, bad unicode): the simulator refuses it
+            return False
+        return size <= self.settings.max_argument_bytes and not validate_instance(schema, arguments)
+
     def _fault(self, episode: EpisodeRecord, world: World, tool: str, arguments: dict[str, Any]) -> str | None:
         """The fault injected into the episode's next call, if its perturbation draws one. A call the simulator
         would refuse (unknown tool, arguments too large or breaking the input schema) gets no fault: the
@@ -327,13 +375,7 @@ class EpisodeService:
         if episode.perturbation is None:  # the common case: nothing more to look at on a call's path
             return None
         spec = world.tool(tool)
-        if spec is None:
-            return None
-        try:
-            size = len(to_json(arguments))
-        except ValueError:  # not serializable (too deep, bad unicode): the simulator refuses it
-            return None
-        if size > self.settings.max_argument_bytes or validate_instance(spec.input_schema, arguments):
+        if spec is None or not self._fits(spec.input_schema, arguments):
             return None
         perturbation = Perturbation.model_validate(episode.perturbation)
         key = str(episode.seed) if episode.seed is not None else episode.id

@@ -89,6 +89,7 @@ CREATE TABLE IF NOT EXISTS events (
     detail TEXT NOT NULL DEFAULT '',
     created_at REAL NOT NULL,
     injected TEXT,
+    source TEXT NOT NULL DEFAULT 'simulated',
     PRIMARY KEY (episode_id, seq)
 );
 DROP INDEX IF EXISTS events_request;
@@ -125,6 +126,7 @@ _JSON_EPISODE = {"initial_state", "state", "verdict", "transcript", "tokens", "p
 _EVENT_COLUMNS = [
     "seq", "request_key", "tool", "arguments", "output", "text", "is_error", "error_code", "error_kind",
     "state_patch", "usage", "latency_ms", "model", "detail", "created_at", "injected",
+    "source",
 ]  # fmt: skip
 _JSON_EVENT = {"arguments", "output", "state_patch", "usage"}
 _INSERT_EPISODE = "INSERT INTO episodes ({}) VALUES ({})".format(
@@ -166,8 +168,11 @@ def _setup(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE episodes ADD COLUMN snapshot_seq INTEGER NOT NULL DEFAULT 0")
     if "perturbation" not in columns:  # databases written before fault injection
         conn.execute("ALTER TABLE episodes ADD COLUMN perturbation TEXT")
-    if "injected" not in {row[1] for row in conn.execute("PRAGMA table_info(events)")}:
+    event_columns = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
+    if "injected" not in event_columns:
         conn.execute("ALTER TABLE events ADD COLUMN injected TEXT")
+    if "source" not in event_columns:  # databases written before tools could be routed to a real server
+        conn.execute("ALTER TABLE events ADD COLUMN source TEXT NOT NULL DEFAULT 'simulated'")
     if "reward" not in columns:  # databases written before the viewer filtered and sorted by reward
         conn.execute("ALTER TABLE episodes ADD COLUMN reward INTEGER")
         conn.execute("UPDATE episodes SET reward = json_extract(verdict, '$.reward') WHERE verdict IS NOT NULL")
@@ -386,6 +391,7 @@ class SqliteStore:
                 e.detail,
                 e.created_at,
                 e.injected,
+                e.source,
             )
             conn.execute(_INSERT_EVENT, values)
             if state_text is not None and seq - snapshot_seq >= SNAPSHOT_EVERY:

@@ -168,6 +168,10 @@ NOT_RUN = {
     "simia fidelity tool_specs/counters --calls calls.jsonl --backend openai:gpt-5.4-mini -- python counters.py": (
         "tests/clients/test_fidelity.py runs fidelity on tests/fixtures/servers/counters.py"
     ),
+    "simia fidelity tool_specs/counters --agent openai:gpt-5.4-mini --task two-apples --backend openai:gpt-5.4-mini "
+    "-- python counters.py": "tests/clients/test_fidelity.py runs --agent on tests/fixtures/servers/counters.py",
+    "simia fidelity tool_specs/counters --calls calls.jsonl --backend openai:gpt-5.4-mini --grade openai:gpt-5.4 "
+    "-- python counters.py": "tests/clients/test_fidelity.py runs --grade on tests/fixtures/servers/counters.py",
 }
 
 SERVE_HELP = "simia serve --help"
@@ -217,6 +221,8 @@ INLINE_NOT_RUN = {
     "simia fidelity WORLD --calls CALLS.jsonl --backend SPEC (--real URL | -- COMMAND ARGS...)": (
         "a synopsis; tests/clients/test_fidelity.py runs the command"
     ),
+    "python bench/consistency.py": "minutes on the embedded model; tests/bench/test_benches.py runs it --quick",
+    "simia export --format rl": NAMES_ONLY,
 }
 
 

@@ -21,6 +21,7 @@ BENCHES = sorted(p.name for p in BENCH.glob("[!_]*.py"))
 RATIO_LINES = {
     "backend_http_cost.py": [r"\d+\.\d+x raw asyncio"],
     "chaos_provider.py": [r"provider chaos: \d+ agents, \d+ calls, 0 failures"],
+    "consistency.py": [r"ratio consistent faithful fake / stale fake: 1\.00 / \d\.\d+"],
     "fuzz_api.py": [r"api fuzz: \d+ cases, 0 failures"],
     "fuzz_mcp.py": [r"mcp fuzz: \d+ cases, 0 failures"],
     "local_latency.py": [r"p50 / prediction = \d+\.\d+"],
