@@ -1,0 +1,460 @@
+"""The Postgres store: the same tables and semantics as the SQLite store, for several replicas on one database.
+
+`PgStore` implements `simia.sim.store.Store` with psycopg 3 (async) over a connection
+pool. Each operation is one transaction, committed before it returns. Events of one
+episode get gap-free `seq` because a commit advances the episode with one UPDATE, which
+locks the episode's row until the transaction ends: concurrent commits of one episode,
+from any number of processes, queue on that row and never on each other's episodes.
+The columns, their order and the JSON encoding are the SQLite store's (`simia db copy`
+moves rows between the two as they are). Each method's SQL sits in that method; the
+statements shared with SQLite come from `simia.sim.sqlite_store` with `?` made `%s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from .errors import StoreConfigError, StoreConflict, StoreSchemaError
+from .migrations import SCHEMA_VERSION, not_simia, schema_steps
+from .records import EpisodeRecord, EventRecord
+from .sqlite_store import (
+    _EPISODE_COLUMNS,
+    _EVENT_COLUMNS,
+    _INSERT_EPISODE,
+    _INSERT_EVENT,
+    _JSON_EPISODE,
+    CONSISTENCY_SQL,
+    SNAPSHOT_EVERY,
+    _episode_from_row,
+    _event_from_row,
+    advance_sql,
+    consistency_report,
+)
+from .state import apply_patch
+from .verdict import Verdict
+from .world import compact_json
+
+__all__ = ["PG_SCHEMA", "PgStore", "is_postgres_url", "redact_url"]
+
+PG_SCHEMA = [
+    """CREATE TABLE episodes (
+    id TEXT PRIMARY KEY,
+    world TEXT NOT NULL,
+    world_hash TEXT NOT NULL,
+    task TEXT,
+    seed BIGINT,
+    principal TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL,
+    seq BIGINT NOT NULL DEFAULT 0,
+    calls BIGINT NOT NULL DEFAULT 0,
+    prompt_tokens BIGINT NOT NULL DEFAULT 0,
+    completion_tokens BIGINT NOT NULL DEFAULT 0,
+    cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0,
+    initial_state TEXT NOT NULL,
+    state TEXT NOT NULL,
+    parent_id TEXT,
+    fork_step BIGINT,
+    group_id TEXT,
+    verdict TEXT,
+    transcript TEXT,
+    tokens TEXT,
+    status_reason TEXT,
+    snapshot_seq BIGINT NOT NULL DEFAULT 0,
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL,
+    ended_at DOUBLE PRECISION,
+    perturbation TEXT
+)""",
+    "CREATE INDEX episodes_world ON episodes (world, status)",
+    "CREATE INDEX episodes_updated ON episodes (status, updated_at)",
+    "CREATE INDEX episodes_created ON episodes (created_at)",
+    """CREATE TABLE events (
+    episode_id TEXT NOT NULL REFERENCES episodes (id),
+    seq BIGINT NOT NULL,
+    request_key TEXT,
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    output TEXT,
+    text TEXT NOT NULL,
+    is_error INTEGER NOT NULL,
+    error_code TEXT,
+    error_kind TEXT,
+    state_patch TEXT NOT NULL,
+    usage TEXT NOT NULL,
+    latency_ms DOUBLE PRECISION NOT NULL,
+    model TEXT NOT NULL DEFAULT '',
+    detail TEXT NOT NULL DEFAULT '',
+    created_at DOUBLE PRECISION NOT NULL,
+    injected TEXT,
+    PRIMARY KEY (episode_id, seq)
+)""",
+    """CREATE TABLE snapshots (
+    episode_id TEXT NOT NULL REFERENCES episodes (id),
+    seq BIGINT NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (episode_id, seq)
+)""",
+    """CREATE TABLE llm_cache (
+    key TEXT PRIMARY KEY,
+    replay_key TEXT NOT NULL,
+    data TEXT NOT NULL,
+    model TEXT NOT NULL,
+    created DOUBLE PRECISION NOT NULL
+)""",
+    "CREATE INDEX llm_cache_replay ON llm_cache (replay_key, created)",
+]
+"""The current schema (version `SCHEMA_VERSION`), as a new database gets it."""
+
+MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = []
+"""Step `v - 1` brings a Postgres database at version `v` to `v + 1`; version 1 is the first Postgres schema."""
+
+_META = "CREATE TABLE IF NOT EXISTS simia_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+_SCHEMA_LOCK = 0x5149_4D49  # the advisory lock replicas starting at once take to set up the schema one at a time
+_TABLES = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+
+
+def _pg(sql: str) -> str:
+    """A statement written for SQLite (`?` parameters) in psycopg's form (`%s`)."""
+    return sql.replace("?", "%s")
+
+
+_INSERT_EPISODE_PG = _pg(_INSERT_EPISODE)
+_INSERT_EVENT_PG = _pg(_INSERT_EVENT)
+_EVENT_SELECT = f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = %s"
+
+
+def is_postgres_url(target: str) -> bool:
+    """Whether a `--db` target is a Postgres URL (`postgresql://`, `postgres://`, `postgresql+DRIVER://`)."""
+    scheme = target.partition("://")[0]
+    return "://" in target and (scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"))
+
+
+def redact_url(url: str) -> str:
+    """`url` with its password replaced by `***` (for messages and logs)."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        return re.sub(r":[^:@/]*@", ":***@", url)
+
+
+def _libpq_url(url: str) -> str:
+    """The URL as libpq reads it (a `postgresql+psycopg://` SQLAlchemy-style scheme loses its driver part)."""
+    scheme, _, rest = url.partition("://")
+    return f"postgresql://{rest}" if scheme.startswith("postgresql+") else url
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+class PgStore:
+    """Episodes, events, snapshots and the response cache in one Postgres database (a `Store`).
+
+    The schema is created, upgraded or refused (`simia.sim.migrations`) here, before the
+    constructor returns, on a connection of its own; the pool opens on first use.
+
+    Args:
+        url: `postgresql://USER[:PASSWORD]@HOST[:PORT]/DB` (any libpq URL; `postgres://` too).
+        create: create simia's tables in an empty database (False, for readers: refuse it).
+        max_connections: the pool's size (one commit holds one connection for its transaction).
+        connect_timeout: seconds to wait for the server when connecting.
+
+    Raises:
+        StoreConfigError: the URL is malformed, or the database cannot be reached or logged into.
+        StoreSchemaError: the database has a newer simia schema, or tables that are not simia's, or
+            (with `create` False) no tables.
+    """
+
+    def __init__(
+        self, url: str, *, create: bool = True, max_connections: int = 16, connect_timeout: float = 5.0
+    ) -> None:
+        self.path = url
+        self.where = redact_url(url)
+        self._conninfo = _libpq_url(url)
+        self._max = max_connections
+        self._timeout = connect_timeout
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] | None = None
+        self._opening: asyncio.Future[None] | None = None
+        self._closed = False
+        self.migrated_from: int | None = None
+        """The schema version this store upgraded the database from (None: it was current, or new)."""
+        try:
+            self._setup(create)
+        except psycopg.Error as exc:
+            raise StoreConfigError(f"cannot set up simia's tables at {self.where}: {_one_line(exc)}") from None
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(self._conninfo, connect_timeout=max(1, round(self._timeout)))
+        except psycopg.Error as exc:
+            raise StoreConfigError(f"cannot connect to Postgres at {self.where}: {_one_line(exc)}") from None
+
+    def _setup(self, create: bool) -> None:
+        with self._connect() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            tables = {row[0] for row in conn.execute(_TABLES)}
+            version = 0
+            if "simia_meta" in tables:
+                row = conn.execute("SELECT value FROM simia_meta WHERE key = 'schema_version'").fetchone()
+                version = int(row[0]) if row else 0
+            elif tables:  # simia writes its meta table with its first tables: these are another program's
+                raise not_simia(self.where, tables)
+            steps = schema_steps(version, tables, self.where)
+            if steps is None and not create:
+                raise StoreSchemaError(f"{self.where} has no simia tables; pass the database `simia serve --db` wrote")
+            if steps is not None and not steps:
+                return
+            conn.execute(_META)
+            if steps is None:
+                for statement in PG_SCHEMA:
+                    conn.execute(statement)  # type: ignore[arg-type]  # our own constant SQL
+            else:
+                self.migrated_from = version
+                for step in steps:
+                    MIGRATIONS[step - 1](conn)
+            conn.execute(
+                "INSERT INTO simia_meta (key, value) VALUES ('schema_version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (str(SCHEMA_VERSION),),
+            )
+
+    async def _open(self) -> None:
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
+            self._conninfo,
+            min_size=1,
+            max_size=self._max,
+            open=False,
+            timeout=30.0,
+            kwargs={"row_factory": dict_row, "connect_timeout": max(1, round(self._timeout))},
+            connection_class=psycopg.AsyncConnection[dict[str, Any]],
+        )
+        await pool.open()
+        self._pool = pool
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[psycopg.AsyncConnection[dict[str, Any]]]:
+        """A pooled connection inside a transaction, committed when the block ends (rolled back on an error)."""
+        if self._closed:
+            raise RuntimeError("the store is closed")
+        if self._pool is None:
+            if self._opening is None:
+                self._opening = asyncio.ensure_future(self._open())
+            await asyncio.shield(self._opening)
+        assert self._pool is not None
+        async with self._pool.connection() as conn:
+            yield conn
+
+    async def _rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
+        async with self._tx() as conn:
+            cursor = await conn.execute(sql, params)  # type: ignore[arg-type]  # our own constant SQL
+            return await cursor.fetchall()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._opening is not None:
+            await asyncio.gather(self._opening, return_exceptions=True)
+        if self._pool is not None:
+            await self._pool.close()
+
+    async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
+        values = [
+            compact_json(getattr(episode, k)) if k in _JSON_EPISODE and getattr(episode, k) is not None
+            else getattr(episode, k)
+            for k in _EPISODE_COLUMNS
+        ]  # fmt: skip
+        async with self._tx() as conn:
+            await conn.execute(_INSERT_EPISODE_PG, values)  # type: ignore[arg-type]
+        return episode
+
+    async def get_episode(self, episode_id: str) -> EpisodeRecord | None:
+        rows = await self._rows("SELECT * FROM episodes WHERE id = %s", (episode_id,))
+        return _episode_from_row(rows[0]) if rows else None  # type: ignore[arg-type]  # a dict row reads alike
+
+    async def list_episodes(
+        self,
+        *,
+        world: str | None = None,
+        status: str | None = None,
+        principal: str | None = None,
+        task: str | None = None,
+        since: float | None = None,
+        limit: int = 1000,
+    ) -> list[EpisodeRecord]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        for column, value in (("world", world), ("status", status), ("principal", principal), ("task", task)):
+            if value is not None:
+                clauses.append(f"{column} = %s")
+                params.append(value)
+        if since is not None:
+            clauses.append("created_at >= %s")
+            params.append(since)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = await self._rows(f"SELECT * FROM episodes {where} ORDER BY created_at LIMIT %s", [*params, limit])
+        return [_episode_from_row(r) for r in rows]  # type: ignore[arg-type]
+
+    async def count_live(self) -> int:
+        rows = await self._rows("SELECT COUNT(*) AS n FROM episodes WHERE status = 'active'")
+        return int(rows[0]["n"])
+
+    async def set_status(
+        self,
+        episode_id: str,
+        status: str,
+        *,
+        reason: str | None = None,
+        verdict: Verdict | None = None,
+        transcript: list[dict[str, Any]] | None = None,
+        tokens: dict[str, Any] | None = None,
+    ) -> None:
+        now = time.time()
+        async with self._tx() as conn:
+            await conn.execute(
+                "UPDATE episodes SET status = %s, status_reason = COALESCE(%s, status_reason), "
+                "verdict = COALESCE(%s, verdict), transcript = COALESCE(%s, transcript), "
+                "tokens = COALESCE(%s, tokens), updated_at = %s, "
+                "ended_at = CASE WHEN %s = 'active' THEN NULL ELSE COALESCE(ended_at, %s) END WHERE id = %s",
+                (
+                    status,
+                    reason,
+                    compact_json(verdict.as_json()) if verdict is not None else None,
+                    compact_json(transcript) if transcript is not None else None,
+                    compact_json(tokens) if tokens is not None else None,
+                    now,
+                    status,
+                    now,
+                    episode_id,
+                ),
+            )
+
+    async def abandon_idle(self, idle_seconds: float) -> list[str]:
+        """Mark active episodes idle for longer than `idle_seconds` as abandoned, in one statement: replicas
+        sweeping at once each get the ids they changed, and no id twice."""
+        rows = await self._rows(
+            "UPDATE episodes SET status = 'abandoned', status_reason = 'idle timeout', ended_at = %s "
+            "WHERE status = 'active' AND updated_at < %s RETURNING id",
+            (time.time(), time.time() - idle_seconds),
+        )
+        return [r["id"] for r in rows]
+
+    async def commit_event(
+        self,
+        episode_id: str,
+        event: EventRecord,
+        new_state: dict[str, Any] | None,
+        *,
+        expected_seq: int | None = None,
+    ) -> EventRecord:
+        """Append `event` (and the new state, when it changed) in one transaction; its UPDATE locks the
+        episode's row, so the `expected_seq` check and the write see no other commit in between."""
+        params: list[Any] = [*event.counter_deltas(), event.created_at]
+        state_text = None if new_state is None else compact_json(new_state)
+        if state_text is not None:
+            params.append(state_text)
+        params.append(episode_id)
+        if expected_seq is not None:
+            params.append(expected_seq)
+        sql = _pg(advance_sql(with_state=state_text is not None, expected=expected_seq is not None))
+        e = event
+        async with self._tx() as conn:
+            row = await (await conn.execute(sql, params)).fetchone()  # type: ignore[arg-type]
+            if row is None:
+                found = await (await conn.execute("SELECT 1 FROM episodes WHERE id = %s", (episode_id,))).fetchone()
+                if found:
+                    raise StoreConflict(f"episode {episode_id} moved on since seq {expected_seq}")
+                raise LookupError(f"no episode {episode_id!r}")
+            seq, snapshot_seq = row["seq"], row["snapshot_seq"]
+            values = (  # episode_id, then _EVENT_COLUMNS in order
+                episode_id, seq, e.request_key, e.tool, compact_json(e.arguments), compact_json(e.output), e.text,
+                int(e.is_error), e.error_code, e.error_kind, compact_json(e.state_patch), compact_json(e.usage),
+                e.latency_ms, e.model, e.detail, e.created_at, e.injected,
+            )  # fmt: skip
+            await conn.execute(_INSERT_EVENT_PG, values)  # type: ignore[arg-type]
+            if state_text is not None and seq - snapshot_seq >= SNAPSHOT_EVERY:
+                await conn.execute(
+                    "INSERT INTO snapshots (episode_id, seq, state) VALUES (%s, %s, %s)", (episode_id, seq, state_text)
+                )
+                await conn.execute("UPDATE episodes SET snapshot_seq = %s WHERE id = %s", (seq, episode_id))
+        event.seq = seq
+        return event
+
+    async def recent_events(self, episode_id: str, n: int) -> list[EventRecord]:
+        if n <= 0:
+            return []
+        rows = await self._rows(f"{_EVENT_SELECT} ORDER BY seq DESC LIMIT %s", (episode_id, n))
+        return [_event_from_row(r) for r in reversed(rows)]  # type: ignore[arg-type]
+
+    async def events(self, episode_id: str) -> list[EventRecord]:
+        rows = await self._rows(f"{_EVENT_SELECT} ORDER BY seq", (episode_id,))
+        return [_event_from_row(r) for r in rows]  # type: ignore[arg-type]
+
+    async def state_at(self, episode_id: str, step: int) -> dict[str, Any]:
+        """The episode's state after event `step` (0: its initial state): the last snapshot at or
+        before `step` (or the initial state) with the patches of the events after it applied."""
+        async with self._tx() as conn:
+            row = await (
+                await conn.execute(
+                    "SELECT seq, state FROM snapshots WHERE episode_id = %s AND seq <= %s ORDER BY seq DESC LIMIT 1",
+                    (episode_id, step),
+                )
+            ).fetchone()
+            if row is None:
+                row = await (
+                    await conn.execute(
+                        "SELECT 0 AS seq, initial_state AS state FROM episodes WHERE id = %s", (episode_id,)
+                    )
+                ).fetchone()
+            if row is None:
+                raise LookupError(f"no episode {episode_id!r}")
+            patches = await (
+                await conn.execute(
+                    "SELECT state_patch FROM events WHERE episode_id = %s AND seq > %s AND seq <= %s "
+                    "AND state_patch <> '[]' ORDER BY seq",
+                    (episode_id, row["seq"], step),
+                )
+            ).fetchall()
+        state: dict[str, Any] = json.loads(row["state"])
+        for patch in patches:
+            state = apply_patch(state, json.loads(patch["state_patch"]), None)
+        return state
+
+    async def integrity_check(self) -> str:
+        """`"ok"`, or the episodes whose `seq` disagrees with their events (`CONSISTENCY_SQL`)."""
+        return consistency_report([r["id"] for r in await self._rows(CONSISTENCY_SQL)])
+
+    async def get(self, key: str) -> dict[str, Any] | None:
+        rows = await self._rows("SELECT data FROM llm_cache WHERE key = %s", (key,))
+        return json.loads(rows[0]["data"]) if rows else None
+
+    async def get_replay(self, replay_key: str) -> dict[str, Any] | None:
+        """The latest answer recorded for this call by any backend (what `replay:` serves)."""
+        rows = await self._rows(
+            "SELECT data FROM llm_cache WHERE replay_key = %s ORDER BY created DESC LIMIT 1", (replay_key,)
+        )
+        return json.loads(rows[0]["data"]) if rows else None
+
+    async def put(self, key: str, replay_key: str, data: dict[str, Any], model: str) -> None:
+        async with self._tx() as conn:
+            await conn.execute(
+                "INSERT INTO llm_cache (key, replay_key, data, model, created) VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET replay_key = EXCLUDED.replay_key, data = EXCLUDED.data, "
+                "model = EXCLUDED.model, created = EXCLUDED.created",
+                (key, replay_key, compact_json(data), model, time.time()),
+            )
