@@ -18,6 +18,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -181,7 +182,7 @@ class PgStore:
     """
 
     def __init__(
-        self, url: str, *, create: bool = True, max_connections: int = 16, connect_timeout: float = 5.0
+        self, url: str, *, create: bool = True, max_connections: int = 32, connect_timeout: float = 5.0
     ) -> None:
         self.path = url
         self.where = redact_url(url)
@@ -191,6 +192,7 @@ class PgStore:
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] | None = None
         self._opening: asyncio.Future[None] | None = None
         self._closed = False
+        self._held: ContextVar[psycopg.AsyncConnection[dict[str, Any]] | None] = ContextVar("held", default=None)
         self.migrated_from: int | None = None
         """The schema version this store upgraded the database from (None: it was current, or new)."""
         try:
@@ -247,10 +249,27 @@ class PgStore:
         self._pool = pool
 
     @asynccontextmanager
+    async def hold(self, episode_id: str) -> AsyncIterator[None]:
+        """Lock the episode's row until the block ends; the store's operations inside the block (in this
+        task) run in that one transaction, committed when the block ends (rolled back on an error)."""
+        async with self._tx() as conn:
+            await conn.execute("SELECT 1 FROM episodes WHERE id = %s FOR UPDATE", (episode_id,))
+            token = self._held.set(conn)
+            try:
+                yield
+            finally:
+                self._held.reset(token)
+
+    @asynccontextmanager
     async def _tx(self) -> AsyncIterator[psycopg.AsyncConnection[dict[str, Any]]]:
-        """A pooled connection inside a transaction, committed when the block ends (rolled back on an error)."""
+        """A pooled connection inside a transaction, committed when the block ends (rolled back on an error);
+        inside `hold`, the held transaction."""
         if self._closed:
             raise RuntimeError("the store is closed")
+        held = self._held.get()
+        if held is not None:
+            yield held
+            return
         if self._pool is None:
             if self._opening is None:
                 self._opening = asyncio.ensure_future(self._open())

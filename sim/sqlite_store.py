@@ -11,7 +11,7 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -396,6 +396,12 @@ class SqliteStore:
             return event
 
         return await self._db.run(run, point=True)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, episode_id: str) -> AsyncIterator[None]:
+        """Nothing to hold: one process owns a SQLite file's episodes (another process's commits are still
+        refused by `expected_seq`, but nothing keeps it from winning every race: use Postgres for replicas)."""
+        yield
 
     async def recent_events(self, episode_id: str, n: int) -> list[EventRecord]:
         """The last `n` events, oldest first."""

@@ -8,6 +8,7 @@ picks the implementation from a `--db` target.
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -110,6 +111,13 @@ class Store(Protocol):
             StoreConflict: `expected_seq` is given and the episode moved on or is no longer active
                 (nothing is written; reload it and try again).
         """
+        ...
+
+    def hold(self, episode_id: str) -> AbstractAsyncContextManager[None]:
+        """Keep other processes from committing to the episode until the block ends (they wait), and run
+        this task's operations inside the block in one transaction, committed when it ends. Used after a
+        `StoreConflict`, so a call that lost a race to another replica is not starved by it. A store that
+        one process owns (SQLite) holds nothing."""
         ...
 
     async def recent_events(self, episode_id: str, n: int) -> list[EventRecord]:
