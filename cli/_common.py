@@ -24,7 +24,7 @@ from simia.sim.backends.replay import ReplayBackend
 from simia.sim.errors import BackendConfigError, SimiaError
 from simia.sim.judge import Judge
 from simia.sim.loader import default_worlds_dir, load_worlds
-from simia.sim.pg_store import is_postgres_url
+from simia.sim.pg_store import is_postgres_url, redact_url
 from simia.sim.store import Store, open_store
 from simia.sim.world import World
 
@@ -34,6 +34,7 @@ __all__ = [
     "add_worlds_dir",
     "backend",
     "bearer_token",
+    "default_db",
     "existing_file",
     "finite",
     "http_url",
@@ -261,6 +262,11 @@ def writable_dir(path: str | Path, flag: str) -> Path:
     return folder
 
 
+def default_db() -> str:
+    """The `--db` default: `$SIMIA_DB_URL` (a database URL for every replica), else simia.db."""
+    return os.environ.get("SIMIA_DB_URL") or "simia.db"
+
+
 def readable_db(target: str) -> None:
     """Check a database readers open (`judge`, `export`): a file or a Postgres database `simia serve --db`
     wrote (an older one is upgraded), or CliError."""
@@ -297,7 +303,7 @@ def open_db(target: str, *, synchronous: str = "FULL", must_exist: bool = False)
     try:
         return open_store(target, synchronous=synchronous, create=not must_exist)
     except (ValueError, OSError, SimiaError, sqlite3.Error) as exc:
-        where = "" if is_postgres_url(target) else f" {target!r}"  # a Postgres message names it, password hidden
+        where = "" if is_postgres_url(target) else f" {redact_url(target)!r}"  # a Postgres message names it
         raise CliError(f"--db{where}: {exc}") from None
 
 

@@ -150,7 +150,12 @@ def redact_url(url: str) -> str:
         netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
         return urlunsplit(parts._replace(netloc=netloc))
     except ValueError:
-        return re.sub(r":[^:@/]*@", ":***@", url)
+        return _hide_passwords(url)
+
+
+def _hide_passwords(text: str) -> str:
+    """`text` with the password of any URL in it (`//user:password@`) replaced by `***`."""
+    return re.sub(r"(//[^:/@\s]*):[^@\s]*@", r"\1:***@", text)
 
 
 def _libpq_url(url: str) -> str:
@@ -160,7 +165,8 @@ def _libpq_url(url: str) -> str:
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
+    """A driver error as one line, without any password (libpq quotes a malformed URL whole)."""
+    return _hide_passwords(" ".join(str(exc).split())) or type(exc).__name__
 
 
 class PgStore:

@@ -182,16 +182,20 @@ def _schema_of(conn: sqlite3.Connection) -> tuple[int, set[str]]:
     return version, {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
-def _check_schema(path: str) -> None:
-    """Refuse, without writing to it, a file that is not a SQLite database, another program's, or newer."""
+def _check_schema(path: str) -> int | None:
+    """The schema version of the database at `path` (None: no database yet), read without writing to it.
+
+    Raises:
+        StoreSchemaError: the file is not a SQLite database, is another program's, or is newer.
+    """
     if path == ":memory:" or not Path(path).is_file() or Path(path).stat().st_size == 0:
-        return
+        return None
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
             version, tables = _schema_of(conn)
     except sqlite3.DatabaseError as exc:
         raise StoreSchemaError(f"{path!r} is not a SQLite database ({exc}); give a new file path") from None
-    schema_steps(version, tables, repr(path))
+    return None if schema_steps(version, tables, repr(path)) is None else version
 
 
 def _setup(conn: sqlite3.Connection) -> None:
@@ -222,8 +226,10 @@ class SqliteStore:
 
     def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
         self.path = str(path)
-        _check_schema(self.path)
+        found = _check_schema(self.path)
         self._db = self.executor_type(self.path, synchronous=synchronous, setup=_setup)
+        self.migrated_from = found if found is not None and found < SCHEMA_VERSION else None
+        """The schema version this store upgraded the database from (None: it was current, or new)."""
 
     async def close(self) -> None:
         await self._db.close()
