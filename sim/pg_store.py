@@ -26,9 +26,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from .errors import StoreConfigError, StoreConflict, StoreSchemaError
+from .errors import StoreConfigError, StoreConflict, StoreSchemaError, StoreUnavailable
 from .migrations import SCHEMA_VERSION, not_simia, schema_steps
 from .records import EpisodeRecord, EventRecord
 from .sqlite_store import (
@@ -277,7 +277,7 @@ class PgStore:
             min_size=1,
             max_size=self._max,
             open=False,
-            timeout=30.0,
+            timeout=10.0,  # how long an operation waits for a connection (the server down: StoreUnavailable)
             kwargs={"row_factory": dict_row, "autocommit": True, "connect_timeout": max(1, round(self._timeout))},
             connection_class=psycopg.AsyncConnection[dict[str, Any]],
         )
@@ -299,7 +299,11 @@ class PgStore:
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[psycopg.AsyncConnection[dict[str, Any]]]:
         """A pooled connection in autocommit mode (each operation here is one statement, or reads only rows
-        that no longer change); inside `hold`, the held transaction's."""
+        that no longer change); inside `hold`, the held transaction's.
+
+        Raises:
+            StoreUnavailable: the connection failed (the server is down or restarting), or none was free in time.
+        """
         if self._closed:
             raise RuntimeError("the store is closed")
         held = self._held.get()
@@ -311,8 +315,11 @@ class PgStore:
                 self._opening = asyncio.ensure_future(self._open())
             await asyncio.shield(self._opening)
         assert self._pool is not None
-        async with self._pool.connection() as conn:
-            yield conn
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise StoreUnavailable(f"the database at {self.where} is unavailable: {_one_line(exc)}") from None
 
     async def _rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
         async with self._conn() as conn:

@@ -26,6 +26,7 @@ from simia.sim.state import apply_patch
 from simia.sim.store import open_store
 from simia.testing import FakeProvider, mock_world_answer
 from simia.testing.mock_world import parse_simulator_prompt
+from simia.testing.postgres import PostgresCluster
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,4 +129,29 @@ async def test_two_replicas_hammering_one_episode_serialize_its_calls(pg_url: st
         assert record.seq == 60 and record.calls == 60
         assert await store.integrity_check() == "ok"
     finally:
+        await store.close()
+
+
+async def test_a_postgres_restart_fails_calls_cleanly_and_they_resume_after_it(serve_on: Any) -> None:
+    with PostgresCluster() as cluster:  # its own cluster: stopping the session's would stop other tests
+        db = cluster.create_database()
+        async with serve_on(db)() as server, httpx.AsyncClient(base_url=server.url) as http:
+            episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+            async with Client(episode["mcp_url"]) as client:
+                first = await client.call_tool("set_quantity", {"name": "milk", "qty": 1})
+                assert not first.is_error
+                cluster.stop("immediate")
+                down = await client.call_tool("set_quantity", {"name": "milk", "qty": 2})
+                assert down.is_error and down.meta and down.meta["simia/error_code"] == "database_unavailable"
+                assert down.meta["simia/error_kind"] == "infra"
+                refused = await http.get(f"/v1/episodes/{episode['id']}")
+                assert refused.status_code == 503 and refused.json()["error"]["code"] == "database_unavailable"
+                assert cluster.password not in refused.text
+                cluster.start()
+                again = await client.call_tool("set_quantity", {"name": "milk", "qty": 3})
+                assert not again.is_error and again.meta and again.meta["simia/seq"] == 2
+            stored = (await http.get(f"/v1/episodes/{episode['id']}")).json()
+        assert [(e["seq"], e["arguments"]["qty"]) for e in stored["events"]] == [(1, 1), (2, 3)]
+        store = open_store(db)
+        assert await store.integrity_check() == "ok"
         await store.close()
