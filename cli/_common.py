@@ -209,7 +209,11 @@ def backend(spec: str | None, args: argparse.Namespace, *, max_concurrency: int 
         raise CliError(f"{spec}: cannot read the file: {exc}") from None
     if isinstance(model, ScriptedBackend) and not (model.rules or model.queue):
         raise CliError(f"{spec}: the script has no entries; give it at least one answer")
-    if isinstance(model, ReplayBackend) and "llm_cache" not in _tables(Path(model.spec.removeprefix("replay:"))):
+    if (
+        isinstance(model, ReplayBackend)
+        and not is_postgres_url(model.spec.removeprefix("replay:"))  # its schema was checked when it was opened
+        and "llm_cache" not in _tables(Path(model.spec.removeprefix("replay:")))
+    ):
         raise CliError(f"{spec}: not a simia database; pass replay:PATH to a file `simia serve --db` wrote")
     if isinstance(model, LocalBackend) and model.spec != "local" and _head(model.path, 4) != b"GGUF":
         raise CliError(f"{spec}: {str(model.path)!r} is not a GGUF model file; pass local:PATH to a .gguf file")
