@@ -306,16 +306,16 @@ class PgStore:
         """
         if self._closed:
             raise RuntimeError("the store is closed")
-        held = self._held.get()
-        if held is not None:
-            yield held
-            return
-        if self._pool is None:
-            if self._opening is None:
-                self._opening = asyncio.ensure_future(self._open())
-            await asyncio.shield(self._opening)
-        assert self._pool is not None
         try:
+            held = self._held.get()
+            if held is not None:
+                yield held
+                return
+            if self._pool is None:
+                if self._opening is None:
+                    self._opening = asyncio.ensure_future(self._open())
+                await asyncio.shield(self._opening)
+            assert self._pool is not None
             async with self._pool.connection() as conn:
                 yield conn
         except (psycopg.OperationalError, PoolTimeout) as exc:
