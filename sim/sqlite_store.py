@@ -24,7 +24,7 @@ from .state import apply_patch
 from .verdict import Verdict
 from .world import compact_json
 
-__all__ = ["CONSISTENCY_SQL", "MIGRATIONS", "SNAPSHOT_EVERY", "SqliteStore", "advance_sql", "consistency_report"]
+__all__ = ["CONSISTENCY_SQL", "MIGRATIONS", "SNAPSHOT_EVERY", "SqliteStore", "consistency_report"]
 
 SNAPSHOT_EVERY = 16
 """A state-changing event writes a snapshot when the last one is this many events back; the states in
@@ -119,7 +119,7 @@ _ADVANCE = (
 )
 
 
-def advance_sql(*, with_state: bool, expected: bool) -> str:
+def _advance_sql(*, with_state: bool, expected: bool) -> str:
     """The UPDATE that advances an episode by one event (parameters: the counter deltas, `updated_at`, the
     state when `with_state`, the id, and the expected `seq` when `expected`: then it updates nothing unless
     the episode is still active at that `seq`)."""
@@ -365,7 +365,7 @@ class SqliteStore:
             params.append(episode_id)
             if expected_seq is not None:
                 params.append(expected_seq)
-            sql = advance_sql(with_state=state_text is not None, expected=expected_seq is not None)
+            sql = _advance_sql(with_state=state_text is not None, expected=expected_seq is not None)
             rows = conn.execute(sql, params).fetchall()
             if not rows:
                 if conn.execute("SELECT 1 FROM episodes WHERE id = ?", (episode_id,)).fetchone():
