@@ -26,7 +26,7 @@ def _close(store: Store) -> None:
 def _migrate(args: argparse.Namespace) -> int:
     store = open_db(args.db, must_exist=True)  # opening upgrades an older schema (or refuses a newer one)
     _close(store)
-    before = getattr(store, "migrated_from", None)
+    before = store.migrated_from
     if before is None:
         print(f"{redact_url(args.db)}: schema version {SCHEMA_VERSION}, up to date")
     else:

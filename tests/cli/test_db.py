@@ -55,7 +55,7 @@ async def test_a_database_of_the_previous_release_is_upgraded_on_open_with_every
     assert [len(before[t]) for t in TABLES] == [3, 23, 1, 22]
     store = open_store(db)
     try:
-        assert getattr(store, "migrated_from", None) == 0
+        assert store.migrated_from == 0
         assert sqlite_rows(db) == before
         [longest] = [e for e in await store.list_episodes() if e.seq == 21]
         assert (await store.state_at(longest.id, 10))["items"]["milk"]["qty"] == 10  # snapshots and patches
