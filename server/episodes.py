@@ -5,6 +5,13 @@ episodes run concurrently. A call's event and new state are committed before
 its result is returned, and a retried request (same request key) returns the
 committed result instead of simulating again.
 
+Several processes (replicas on one Postgres database) may serve the same episode:
+each commits at the `seq` its copy of the episode is at, and a commit that finds
+the episode moved on (another replica committed, or ended it) writes nothing; the
+call then reloads the episode from the store and runs again on the state the other
+replica committed, this time holding the episode's row (`Store.hold`) so that it
+cannot lose again. Without contention no lock outlives a commit.
+
 A request counts as a retry when its key matches one of the episode's last
 `RETRY_WINDOW` events and no event after that one changed the state. The key
 (session, JSON-RPC id, tool, arguments) is all a sessionless client offers, and
@@ -25,6 +32,7 @@ from itertools import islice
 from typing import Any
 
 from pydantic_core import to_json
+from simia.sim.errors import StoreConflict
 from simia.sim.judge import EpisodeView, Judge
 from simia.sim.perturbation import PRE_CALL, Perturbation, applicable, choose_fault, injected_error, perturb_output
 from simia.sim.prompts import PastCall
@@ -44,6 +52,8 @@ __all__ = ["EpisodeService", "new_episode_id"]
 log = logging.getLogger("simia.calls")
 RETRY_WINDOW = 16
 """How many of an episode's latest events a retried request is matched against."""
+CONFLICT_RETRIES = 8
+"""How many times a call is run again after another replica committed a call of its episode first."""
 
 
 def new_episode_id() -> str:
@@ -252,11 +262,38 @@ class EpisodeService:
         entry.users += 1
         try:
             async with entry.lock:
-                world, event = await self._call_locked(entry, episode_id, principal, tool, arguments, request_key)
+                world, event = await self._call_serialized(entry, episode_id, principal, tool, arguments, request_key)
         finally:
             entry.users -= 1
         self._observe(world, episode_id, event, time.monotonic() - start)
         return event
+
+    async def _call_serialized(
+        self,
+        entry: _Live,
+        episode_id: str,
+        principal: str,
+        tool: str,
+        arguments: dict[str, Any],
+        request_key: str | None,
+    ) -> tuple[str, EventRecord]:
+        """`_call_locked`; when another replica committed first, run again on the reloaded episode, holding it
+        (`Store.hold`) so that the other replica's next call waits for this one instead of winning again."""
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                if attempt == 0:
+                    return await self._call_locked(entry, episode_id, principal, tool, arguments, request_key)
+                async with self.store.hold(episode_id):
+                    return await self._call_locked(entry, episode_id, principal, tool, arguments, request_key)
+            except StoreConflict:
+                entry.record = None  # another process committed (or ended it): reload from the store
+                self.metrics.conflicts += 1
+            except BaseException:
+                entry.record = None  # e.g. a commit whose outcome is unknown (the database went away): reload
+                raise
+        raise Overloaded(
+            f"episode {episode_id} is busy: other replicas committed {CONFLICT_RETRIES} of its calls first; retry"
+        )
 
     async def _call_locked(
         self,
@@ -289,12 +326,12 @@ class EpisodeService:
                 error_kind="infra",
                 request_key=request_key,
             )
-            event = await self.store.commit_event(episode_id, event, None)
+            event = await self.store.commit_event(episode_id, event, None, expected_seq=episode.seq)
             self._applied(entry, episode, event, None)
             return world.name, event
         routed, fell_back = await self._routed(world, tool, arguments, request_key)
         if routed is not None:  # answered by the real server (or its failure): the state is unchanged
-            event = await self.store.commit_event(episode_id, routed, None)
+            event = await self.store.commit_event(episode_id, routed, None, expected_seq=episode.seq)
             self._applied(entry, episode, event, None)
             return world.name, event
         fault = self._fault(episode, world, tool, arguments)
@@ -318,7 +355,7 @@ class EpisodeService:
                 event = replace(event, detail=f"{fell_back}; simulated instead. {event.detail}".strip())
             if fault is not None and not step.is_error:
                 event, new_state = _perturbed(world, event, new_state, fault, entry.recent, request_key)
-        event = await self.store.commit_event(episode_id, event, new_state)
+        event = await self.store.commit_event(episode_id, event, new_state, expected_seq=episode.seq)
         self._applied(entry, episode, event, new_state)
         return world.name, event
 
@@ -458,12 +495,14 @@ class EpisodeService:
         return await self.get(episode_id, principal)
 
     async def sweep_idle(self) -> list[str]:
+        """Abandon the idle episodes (of every replica: the store's update is global and each id is returned to
+        one sweeper only), and set the live gauge to the store's count (other replicas create and end too)."""
         ids = await self.store.abandon_idle(self.settings.idle_timeout)
         for episode_id in ids:
-            self.metrics.live -= 1
             entry = self._live.get(episode_id)
             if entry is not None and entry.record is not None:
                 entry.record.status = "abandoned"
+        self.metrics.live = await self.store.count_live()
         return ids
 
 

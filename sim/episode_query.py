@@ -168,7 +168,7 @@ class TaskStats:
         return math.comb(self.passed, k) / math.comb(self.judged, k)
 
 
-def _where(query: EpisodeQuery, ph: str) -> tuple[str, list[Any]]:
+def _where(query: EpisodeQuery, ph: str, recency: str = "rowid") -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
     exact = (
@@ -194,22 +194,23 @@ def _where(query: EpisodeQuery, ph: str) -> tuple[str, list[Any]]:
         like = f"LIKE {ph} ESCAPE '\\'"
         clauses.append(
             "id IN (SELECT episode_id FROM "
-            f"(SELECT episode_id, arguments, output, text FROM events ORDER BY rowid DESC LIMIT {ph}) recent "
+            f"(SELECT episode_id, arguments, output, text FROM events ORDER BY {recency} DESC LIMIT {ph}) recent "
             f"WHERE lower(arguments) {like} OR lower(output) {like} OR lower(text) {like})"
         )
         params.extend([TEXT_SCAN_LIMIT, pattern, pattern, pattern])
     return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
 
 
-def page_sql(query: EpisodeQuery, ph: str = "?") -> tuple[str, str, list[Any]]:
+def page_sql(query: EpisodeQuery, ph: str = "?", recency: str = "rowid") -> tuple[str, str, list[Any]]:
     """The statements of one page: (rows SQL, count SQL, parameters of the WHERE clause).
 
     The rows statement takes the WHERE parameters followed by limit and offset; the count statement takes
     the WHERE parameters alone. Rows come in `EpisodeRow` field order (errors and forks excluded:
     `error_counts_sql`, `fork_counts_sql`).
-    The text filter reads the newest events by `rowid` (SQLite's insertion order; a port uses its own).
+    The text filter reads the newest events ordered by `recency`: `rowid` (SQLite's insertion order), or an
+    engine's own (Postgres: `created_at`, indexed).
     """
-    where, params = _where(query, ph)
+    where, params = _where(query, ph, recency)
     direction = "DESC" if query.descending else "ASC"
     key = SORT_KEYS[query.sort]
     order = f"{key} {direction}" if query.sort == "time" else f"({key} IS NULL), {key} {direction}, created_at DESC"

@@ -5,6 +5,9 @@
     ├── UnknownWorldError     a world name that is not loaded
     ├── StateError            a state patch does not apply or breaks the state schema
     ├── StoreConfigError      a --db target no store implementation opens
+    │   └── StoreSchemaError      a database of a newer schema than this simia's, or not simia's
+    ├── StoreConflict         an episode moved on since the caller read it (another replica committed)
+    ├── StoreUnavailable      the database stopped answering (down, restarting, unreachable): infrastructure
     ├── WorldExistsError      a world folder is already there (pass force to replace it)
     ├── ImportSourceError     an MCP server or API description that cannot become a world
     └── BackendError          the model backend failed (infrastructure, never the agent's fault)
@@ -35,6 +38,9 @@ __all__ = [
     "SimiaError",
     "StateError",
     "StoreConfigError",
+    "StoreConflict",
+    "StoreSchemaError",
+    "StoreUnavailable",
     "UnknownWorldError",
     "WorldError",
     "WorldExistsError",
@@ -86,7 +92,22 @@ class StateError(SimiaError):
 
 
 class StoreConfigError(SimiaError):
-    """A database target no store implementation opens (an unknown URL scheme, or Postgres before it is built)."""
+    """A database target no store opens: an unknown URL scheme, an unreachable or misconfigured database.
+    The message is one line and never contains a password."""
+
+
+class StoreSchemaError(StoreConfigError):
+    """The database was written by a newer simia, or is not simia's; nothing was written to it."""
+
+
+class StoreConflict(SimiaError):
+    """A commit found its episode moved on (another replica committed a call, or ended it) since the caller
+    read it; nothing was written, and the caller reloads the episode and tries again."""
+
+
+class StoreUnavailable(SimiaError):
+    """The database did not answer an operation (down, restarting, unreachable, no free connection in time);
+    whether a write in flight was committed is unknown until the episode is read again."""
 
 
 class WorldExistsError(SimiaError):
