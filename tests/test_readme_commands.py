@@ -663,6 +663,8 @@ async def test_view_opens_the_runs_database_read_only_and_prints_its_url(sandbox
     assert detail.status_code == 200 and "restock_milk" in detail.text
     # read-only: the database and its write-ahead log as they were (the -shm file is SQLite's shared-memory index)
     assert {p.name: p.read_bytes() for p in sandbox.cwd.glob("runs.db*") if p.suffix != ".db-shm"} == files
+
+
 async def test_two_replicas_share_one_postgres_database_as_the_readme_shows(sandbox: Sandbox, pg_url: str) -> None:
     """README "Several replicas": runs.db copied to Postgres, two replicas on it, `db migrate`, a copy back.
     Changed: the URL -> a throwaway database's (password included), `--port P`; runs.db is the previous
