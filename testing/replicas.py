@@ -141,6 +141,12 @@ class Replica:
                 await asyncio.sleep(0.05)
         raise TimeoutError(f"replica r{self.index} not healthy within {timeout} s")
 
+    async def calls_served(self) -> int:
+        """Tool calls this process has answered since it started (its `/metrics`)."""
+        async with httpx.AsyncClient(timeout=10) as http:
+            text = (await http.get(f"{self.url}/metrics")).text
+        return int(sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("simia_tool_calls_total")))
+
     def kill(self) -> None:
         """SIGKILL the process and reap it."""
         if self.proc is not None and self.proc.poll() is None:
@@ -162,12 +168,13 @@ class Replicas:
 
     Args:
         replicas: how many `simia serve` processes.
-        db: a Postgres URL to use; default: a new database in a new `PostgresCluster` (then `postgres`).
+        db: the database to use (a Postgres URL, or a SQLite path for a baseline); default: a new database in a new `PostgresCluster` (then `postgres`).
         backend: the replicas' `--backend` arguments; default: a fake OpenAI-compatible provider process
             (`python -m simia.testing.fake_provider`, the mock world's perfect simulator) answering after
             `provider_latency` seconds.
         serve_args: more `simia serve` arguments for every replica.
         sticky: pin handshake-era MCP sessions to their replica (see the module docstring).
+        balancer: start HAProxy; without it (a baseline: one replica, e.g. on SQLite) `url` is replica 0's.
     """
 
     def __init__(
@@ -179,6 +186,7 @@ class Replicas:
         provider_latency: float = 0.0,
         serve_args: list[str] | None = None,
         sticky: bool = False,
+        balancer: bool = True,
     ) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="simia-replicas-"))
         self.postgres: PostgresCluster | None = None
@@ -190,6 +198,7 @@ class Replicas:
         self._latency = provider_latency
         self._serve_args = serve_args or []
         self._sticky = sticky
+        self._with_balancer = balancer
         self._provider: subprocess.Popen[bytes] | None = None
         self._balancer: subprocess.Popen[bytes] | None = None
         self.replicas: list[Replica] = []
@@ -203,13 +212,18 @@ class Replicas:
             backend = self._backend or await self._start_provider()
             args = [
                 "--worlds-dir", str(ROOT / "tool_specs"), "--world", "mock", "--log-level", "warning",
-                "--public-url", self.url, *backend, *self._serve_args,
+                *backend, *self._serve_args,
             ]  # fmt: skip
+            if self._with_balancer:
+                args += ["--public-url", self.url]
             self.replicas = [Replica(i, self.db, args, self.root / f"r{i}.log") for i in range(self._count)]
             for replica in self.replicas:
                 replica.start()
             await asyncio.gather(*(replica.ready() for replica in self.replicas))
-            await self._start_balancer()
+            if self._with_balancer:
+                await self._start_balancer()
+            else:
+                self.port, self.url = self.replicas[0].port, self.replicas[0].url
         except BaseException:
             self.close()
             raise

@@ -1,0 +1,200 @@
+"""Several simia replicas on Postgres behind HAProxy (`simia.testing.replicas`): kill -9 rounds and throughput.
+
+    python bench/replicas.py [kill|throughput|all] [--rounds N] [--agents N] [--calls N] [--quick]
+
+kill        `--rounds` rounds (default 20) of `--agents` concurrent agents (default 300) on episode URLs
+            through the balancer, `--calls` sequential calls each (default 10), a 20 ms backend. A
+            failed call (502 from the balancer, a cut connection, an `infra` error) is retried with
+            the same JSON-RPC id until it is acknowledged. A quarter of the way in, one replica
+            (alternating) gets SIGKILL and is restarted at once; when it is healthy again every
+            episode makes 2 more calls. Each round checks, in Postgres: every episode's events are
+            exactly its acknowledged calls, seq 1..n (none lost, none doubled by a retry); the
+            store's integrity check; calls were acknowledged while the replica was down (by the
+            survivor); the restarted replica answered calls.
+throughput  1,000 concurrent episodes x 5 calls at a 200 ms backend: 2 replicas on Postgres behind
+            HAProxy vs 1 replica direct on SQLite (targets: ratio >= 0.80, 0 errors).
+
+Load comes from the lean driver (`_driver.py`, MCP 2026-07-28 requests). Postgres runs with fsync
+off and SQLite with `--synchronous NORMAL`: both keep every acknowledged commit through a killed
+server process, neither through a power loss. `--quick`: tiny sizes, figures not meaningful.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _driver import Connection, Load, call_tool, create_episodes, drive
+from simia.sim.store import open_store
+from simia.testing.replicas import Replicas
+
+ARGS = {"name": "milk", "qty": 4}
+
+
+@dataclass
+class Round:
+    """What one kill round saw, and what it found in the store."""
+
+    victim: int
+    acked: int = 0
+    retried: int = 0
+    acked_while_down: int = 0
+    restarted_served: int = 0
+    problems: list[str] = field(default_factory=list)
+    wall: float = 0.0
+
+
+async def agent_calls(
+    port: int, episode: str, first: int, count: int, acked: dict[str, list[int]], round_: Round, deadline: float
+) -> None:
+    """`count` sequential calls on `episode` (JSON-RPC ids `first`...), each retried with its id until acknowledged."""
+    conn = Connection(port)
+    try:
+        for request_id in range(first, first + count):
+            while True:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"call {request_id} of {episode} not acknowledged before the deadline")
+                try:
+                    result = await call_tool(conn, f"/episodes/{episode}/mcp", "set_quantity", ARGS, request_id)
+                except (RuntimeError, OSError, asyncio.IncompleteReadError):
+                    await conn.close()  # 502 from the balancer or a connection cut by the kill: retry
+                else:
+                    if not result.get("isError"):
+                        acked[episode].append(int(result["_meta"]["simia/seq"]))
+                        round_.acked += 1
+                        break
+                    if result["_meta"].get("simia/error_kind") != "infra":
+                        raise AssertionError(f"an agent error for a valid call: {result}")
+                round_.retried += 1
+                await asyncio.sleep(0.05)
+    finally:
+        await conn.close()
+
+
+async def kill_round(deployment: Replicas, victim: int, agents: int, calls: int, timeout: float = 120) -> Round:
+    """One round: load, SIGKILL replica `victim` a quarter of the way in and restart it, then check the store."""
+    round_ = Round(victim)
+    start = time.monotonic()
+    deadline = start + timeout
+    episodes = await create_episodes(deployment.port, agents)
+    acked: dict[str, list[int]] = {e: [] for e in episodes}
+
+    async def killer() -> None:
+        while round_.acked < agents * calls // 4:
+            await asyncio.sleep(0.01)
+        deployment.kill(victim)
+        before = round_.acked
+        await deployment.restart(victim)
+        round_.acked_while_down = round_.acked - before
+
+    kill = asyncio.create_task(killer())
+    await asyncio.gather(*(agent_calls(deployment.port, e, 1, calls, acked, round_, deadline) for e in episodes))
+    await asyncio.wait_for(kill, timeout=max(1.0, deadline - time.monotonic()))
+    await asyncio.sleep(0.6)  # the balancer's health check (every 250 ms) takes the restarted replica back
+    await asyncio.gather(*(agent_calls(deployment.port, e, calls + 1, 2, acked, round_, deadline) for e in episodes))
+    round_.restarted_served = await deployment.replicas[victim].calls_served()
+    round_.wall = time.monotonic() - start
+    round_.problems = await store_problems(deployment.db, acked)
+    if round_.acked_while_down == 0:
+        round_.problems.append("no call was acknowledged while the replica was down")
+    if round_.restarted_served == 0:
+        round_.problems.append("the restarted replica answered no call")
+    return round_
+
+
+async def store_problems(db: str, acked: dict[str, list[int]]) -> list[str]:
+    """What the store holds that differs from the acknowledged calls (each episode: exactly seq 1..n, acked)."""
+    problems: list[str] = []
+    store = open_store(db)
+    try:
+        for episode, seqs in acked.items():
+            stored = [event.seq for event in await store.events(episode)]
+            if sorted(seqs) != list(range(1, len(seqs) + 1)) or stored != sorted(seqs):
+                problems.append(f"{episode}: acknowledged seqs {sorted(seqs)}, stored {stored}")
+        check = await store.integrity_check()
+        if check != "ok":
+            problems.append(f"integrity check: {check}")
+    finally:
+        await store.close()
+    return problems
+
+
+async def kill(rounds: int, agents: int, calls: int) -> list[Round]:
+    print(f"kill: {rounds} rounds, {agents} agents x {calls}+2 calls through HAProxy over 2 replicas on Postgres")
+    results: list[Round] = []
+    async with Replicas(2, provider_latency=0.02) as deployment:
+        for n in range(rounds):
+            round_ = await kill_round(deployment, n % 2, agents, calls)
+            results.append(round_)
+            print(
+                f"  round {n + 1:>2}: killed r{round_.victim}; {round_.acked} calls acknowledged "
+                f"({round_.acked_while_down} while it was down), {round_.retried} retried; restarted replica "
+                f"answered {round_.restarted_served}; {len(round_.problems)} problems; {round_.wall:.1f} s"
+            )
+            for problem in round_.problems[:5]:
+                print(f"    {problem}")
+    acked = sum(r.acked for r in results)
+    failed = sum(1 for r in results if r.problems)
+    print(f"  {acked} acknowledged calls in {rounds} rounds, {sum(r.retried for r in results)} retried attempts")
+    print(f"  rounds with a lost, doubled or missing call or a failed check: {failed}   (target 0)")
+    return results
+
+
+def report(name: str, load: Load) -> None:
+    print(
+        f"  {name:<34} {load.calls:>6} calls  {load.throughput:8.1f} calls/s  p50 {load.pct(0.5) * 1000:7.1f} ms"
+        f"  p99 {load.pct(0.99) * 1000:7.1f} ms  errors {len(load.errors)}"
+    )
+    if load.errors:
+        print(f"    first error: {load.errors[0]}")
+
+
+async def run_load(deployment: Replicas, episodes: int, calls: int) -> Load:
+    ids = await create_episodes(deployment.port, episodes)
+    return await drive(deployment.port, [f"/episodes/{i}/mcp" for i in ids], calls, "set_quantity", ARGS)
+
+
+async def throughput(tmp: Path, episodes: int, calls: int, latency: float) -> dict[str, Any]:
+    print(f"throughput: {episodes} concurrent episodes x {calls} calls, backend latency {latency * 1000:.0f} ms")
+    sqlite = ["--synchronous", "NORMAL"]
+    async with Replicas(1, db=str(tmp / "baseline.db"), provider_latency=latency, serve_args=sqlite, balancer=False) as one:
+        base = await run_load(one, episodes, calls)
+    async with Replicas(2, provider_latency=latency) as two:
+        ours = await run_load(two, episodes, calls)
+    report("1 replica direct, SQLite", base)
+    report("2 replicas, Postgres, HAProxy", ours)
+    ratio = ours.throughput / base.throughput
+    print(f"  throughput 2 replicas behind HAProxy / 1 replica direct = {ratio:.2f}   (target >= 0.80)")
+    print(f"  errors: {len(ours.errors)}   (target 0)")
+    return {"ratio": ratio, "errors": len(ours.errors) + len(base.errors)}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scenario", nargs="?", default="all", choices=["kill", "throughput", "all"])
+    parser.add_argument("--rounds", type=int, help="kill rounds (default 20; quick 1)")
+    parser.add_argument("--agents", type=int, help="concurrent agents in each kill round (default 300; quick 20)")
+    parser.add_argument("--calls", type=int, help="calls per agent before the follow-up (default 10; quick 4)")
+    parser.add_argument("--episodes", type=int, help="concurrent episodes for throughput (default 1000; quick 20)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: check that the bench runs, not its targets")
+    args = parser.parse_args()
+    quick = args.quick
+    if quick:
+        print("(quick: tiny sizes, figures not meaningful)")
+    if args.scenario in ("kill", "all"):
+        await kill(args.rounds or (1 if quick else 20), args.agents or (20 if quick else 300), args.calls or (4 if quick else 10))
+    if args.scenario in ("throughput", "all"):
+        with tempfile.TemporaryDirectory() as tmp:
+            await throughput(Path(tmp), args.episodes or (20 if quick else 1000), 2 if quick else 5, 0.05 if quick else 0.2)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
