@@ -26,6 +26,7 @@ import asyncio
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,23 +41,49 @@ ARGS = {"name": "milk", "qty": 4}
 
 
 @dataclass
+class Tally:
+    """The calls agents got acknowledged (seqs per episode) and the failed attempts they retried, by kind."""
+
+    acked: dict[str, list[int]] = field(default_factory=dict)
+    failures: Counter[str] = field(default_factory=Counter)
+    count: int = 0
+    _waiters: list[tuple[int, asyncio.Event]] = field(default_factory=list)
+
+    def ack(self, episode: str, seq: int) -> None:
+        self.acked[episode].append(seq)
+        self.count += 1
+        for target, event in self._waiters:
+            if self.count >= target:
+                event.set()
+
+    async def reached(self, target: int) -> None:
+        """Wait until `target` calls are acknowledged."""
+        event = asyncio.Event()
+        self._waiters.append((target, event))
+        if self.count < target:
+            await event.wait()
+
+
+@dataclass
 class Round:
     """What one kill round saw, and what it found in the store."""
 
     victim: int
-    acked: int = 0
-    retried: int = 0
+    tally: Tally = field(default_factory=Tally)
     acked_while_down: int = 0
     restarted_served: int = 0
     problems: list[str] = field(default_factory=list)
     wall: float = 0.0
 
 
-async def agent_calls(
-    port: int, episode: str, first: int, count: int, acked: dict[str, list[int]], round_: Round, deadline: float
-) -> None:
-    """`count` sequential calls on `episode` (JSON-RPC ids `first`...), each retried with its id until acknowledged."""
+async def agent_calls(port: int, episode: str, first: int, count: int, tally: Tally, deadline: float) -> None:
+    """`count` sequential calls on `episode` (JSON-RPC ids `first`...), each retried with its id until acknowledged.
+
+    A failed attempt (the balancer's 502, a cut connection, an `infra` error) is counted in `tally.failures`
+    by kind; an `agent` error for these valid calls is a bug and raises.
+    """
     conn = Connection(port)
+    tally.acked.setdefault(episode, [])
     try:
         for request_id in range(first, first + count):
             while True:
@@ -64,45 +91,53 @@ async def agent_calls(
                     raise TimeoutError(f"call {request_id} of {episode} not acknowledged before the deadline")
                 try:
                     result = await call_tool(conn, f"/episodes/{episode}/mcp", "set_quantity", ARGS, request_id)
-                except (RuntimeError, OSError, asyncio.IncompleteReadError):
-                    await conn.close()  # 502 from the balancer or a connection cut by the kill: retry
+                except RuntimeError as exc:  # an HTTP error status (the balancer's 502) or a JSON-RPC error
+                    tally.failures[str(exc).split(":")[0]] += 1
+                    await conn.close()
+                except (OSError, asyncio.IncompleteReadError):  # the connection was cut (by the kill)
+                    tally.failures["connection cut"] += 1
+                    await conn.close()
                 else:
+                    meta = result["_meta"]
                     if not result.get("isError"):
-                        acked[episode].append(int(result["_meta"]["simia/seq"]))
-                        round_.acked += 1
+                        tally.ack(episode, int(meta["simia/seq"]))
                         break
-                    if result["_meta"].get("simia/error_kind") != "infra":
+                    if meta.get("simia/error_kind") != "infra":
                         raise AssertionError(f"an agent error for a valid call: {result}")
-                round_.retried += 1
+                    tally.failures[f"infra {meta.get('simia/error_code')}"] += 1
                 await asyncio.sleep(0.05)
     finally:
         await conn.close()
 
 
+async def run_agents(port: int, episodes: list[str], first: int, count: int, tally: Tally, deadline: float) -> None:
+    """`agent_calls` on every episode at once."""
+    await asyncio.gather(*(agent_calls(port, e, first, count, tally, deadline) for e in episodes))
+
+
 async def kill_round(deployment: Replicas, victim: int, agents: int, calls: int, timeout: float = 120) -> Round:
     """One round: load, SIGKILL replica `victim` a quarter of the way in and restart it, then check the store."""
     round_ = Round(victim)
+    tally = round_.tally
     start = time.monotonic()
     deadline = start + timeout
     episodes = await create_episodes(deployment.port, agents)
-    acked: dict[str, list[int]] = {e: [] for e in episodes}
 
     async def killer() -> None:
-        while round_.acked < agents * calls // 4:
-            await asyncio.sleep(0.01)
+        await tally.reached(agents * calls // 4)
         deployment.kill(victim)
-        before = round_.acked
+        before = tally.count
         await deployment.restart(victim)
-        round_.acked_while_down = round_.acked - before
+        round_.acked_while_down = tally.count - before
 
     kill = asyncio.create_task(killer())
-    await asyncio.gather(*(agent_calls(deployment.port, e, 1, calls, acked, round_, deadline) for e in episodes))
+    await run_agents(deployment.port, episodes, 1, calls, tally, deadline)
     await asyncio.wait_for(kill, timeout=max(1.0, deadline - time.monotonic()))
     await asyncio.sleep(0.6)  # the balancer's health check (every 250 ms) takes the restarted replica back
-    await asyncio.gather(*(agent_calls(deployment.port, e, calls + 1, 2, acked, round_, deadline) for e in episodes))
+    await run_agents(deployment.port, episodes, calls + 1, 2, tally, deadline)
     round_.restarted_served = await deployment.replicas[victim].calls_served()
     round_.wall = time.monotonic() - start
-    round_.problems = await store_problems(deployment.db, acked)
+    round_.problems = await store_problems(deployment.db, tally.acked)
     if round_.acked_while_down == 0:
         round_.problems.append("no call was acknowledged while the replica was down")
     if round_.restarted_served == 0:
@@ -134,16 +169,19 @@ async def kill(rounds: int, agents: int, calls: int) -> list[Round]:
         for n in range(rounds):
             round_ = await kill_round(deployment, n % 2, agents, calls)
             results.append(round_)
+            failures = ", ".join(f"{kind} {n}" for kind, n in round_.tally.failures.most_common())
             print(
-                f"  round {n + 1:>2}: killed r{round_.victim}; {round_.acked} calls acknowledged "
-                f"({round_.acked_while_down} while it was down), {round_.retried} retried; restarted replica "
-                f"answered {round_.restarted_served}; {len(round_.problems)} problems; {round_.wall:.1f} s"
+                f"  round {n + 1:>2}: killed r{round_.victim}; {round_.tally.count} calls acknowledged "
+                f"({round_.acked_while_down} while it was down); retried attempts: {failures or 'none'}; "
+                f"restarted replica answered {round_.restarted_served}; {len(round_.problems)} problems; "
+                f"{round_.wall:.1f} s"
             )
             for problem in round_.problems[:5]:
                 print(f"    {problem}")
-    acked = sum(r.acked for r in results)
+    acked = sum(r.tally.count for r in results)
+    retried = sum(r.tally.failures.total() for r in results)
     failed = sum(1 for r in results if r.problems)
-    print(f"  {acked} acknowledged calls in {rounds} rounds, {sum(r.retried for r in results)} retried attempts")
+    print(f"  {acked} acknowledged calls in {rounds} rounds, {retried} retried attempts")
     print(f"  rounds with a lost, doubled or missing call or a failed check: {failed}   (target 0)")
     return results
 
@@ -165,7 +203,9 @@ async def run_load(deployment: Replicas, episodes: int, calls: int) -> Load:
 async def throughput(tmp: Path, episodes: int, calls: int, latency: float) -> dict[str, Any]:
     print(f"throughput: {episodes} concurrent episodes x {calls} calls, backend latency {latency * 1000:.0f} ms")
     sqlite = ["--synchronous", "NORMAL"]
-    async with Replicas(1, db=str(tmp / "baseline.db"), provider_latency=latency, serve_args=sqlite, balancer=False) as one:
+    async with Replicas(
+        1, db=str(tmp / "baseline.db"), provider_latency=latency, serve_args=sqlite, balancer=False
+    ) as one:
         base = await run_load(one, episodes, calls)
     async with Replicas(2, provider_latency=latency) as two:
         ours = await run_load(two, episodes, calls)
@@ -190,10 +230,16 @@ async def main() -> None:
     if quick:
         print("(quick: tiny sizes, figures not meaningful)")
     if args.scenario in ("kill", "all"):
-        await kill(args.rounds or (1 if quick else 20), args.agents or (20 if quick else 300), args.calls or (4 if quick else 10))
+        await kill(
+            args.rounds or (1 if quick else 20),
+            args.agents or (20 if quick else 300),
+            args.calls or (4 if quick else 10),
+        )
     if args.scenario in ("throughput", "all"):
         with tempfile.TemporaryDirectory() as tmp:
-            await throughput(Path(tmp), args.episodes or (20 if quick else 1000), 2 if quick else 5, 0.05 if quick else 0.2)
+            await throughput(
+                Path(tmp), args.episodes or (20 if quick else 1000), 2 if quick else 5, 0.05 if quick else 0.2
+            )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ from pathlib import Path
 from types import TracebackType
 
 import httpx2 as httpx
-
 from simia.server.inprocess import free_port
 from simia.testing.postgres import PostgresCluster
 
@@ -145,7 +144,9 @@ class Replica:
         """Tool calls this process has answered since it started (its `/metrics`)."""
         async with httpx.AsyncClient(timeout=10) as http:
             text = (await http.get(f"{self.url}/metrics")).text
-        return int(sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("simia_tool_calls_total")))
+        return int(
+            sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("simia_tool_calls_total"))
+        )
 
     def kill(self) -> None:
         """SIGKILL the process and reap it."""
@@ -168,7 +169,8 @@ class Replicas:
 
     Args:
         replicas: how many `simia serve` processes.
-        db: the database to use (a Postgres URL, or a SQLite path for a baseline); default: a new database in a new `PostgresCluster` (then `postgres`).
+        db: the database (a Postgres URL, or a SQLite path for a baseline); default: a new database in a
+            new `PostgresCluster` (then `postgres`).
         backend: the replicas' `--backend` arguments; default: a fake OpenAI-compatible provider process
             (`python -m simia.testing.fake_provider`, the mock world's perfect simulator) answering after
             `provider_latency` seconds.
@@ -230,26 +232,38 @@ class Replicas:
         return self
 
     async def _start_provider(self) -> list[str]:
-        port = free_port()
-        argv = [sys.executable, "-m", "simia.testing.fake_provider", "--port", str(port)]
-        self._provider = subprocess.Popen(
-            [*argv, "--latency", str(self._latency)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        url = f"http://127.0.0.1:{port}/v1"
+        self._provider, url = self._spawn_provider()
         await _wait_for(f"{url}/chat/completions", self._provider, "the fake provider", None)
         return ["--backend", "openai-compatible:fake", "--base-url", url, "--backend-concurrency", "100000"]
 
+    def _spawn_provider(self) -> tuple[subprocess.Popen[bytes], str]:
+        port = free_port()
+        argv = [
+            sys.executable,
+            "-m",
+            "simia.testing.fake_provider",
+            "--port",
+            str(port),
+            "--latency",
+            str(self._latency),
+        ]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return proc, f"http://127.0.0.1:{port}/v1"
+
     async def _start_balancer(self) -> None:
+        self._balancer = self._spawn_balancer()
+        await _wait_for(f"{self.url}/healthz", self._balancer, "haproxy", self.root / "haproxy.log")
+
+    def _spawn_balancer(self) -> subprocess.Popen[bytes]:
         config = self.root / "haproxy.cfg"
         config.write_text(haproxy_config(self.port, [r.port for r in self.replicas], sticky=self._sticky))
         check = subprocess.run([haproxy_bin(), "-c", "-q", "-f", str(config)], capture_output=True, text=True)
         if check.returncode != 0:
             raise RuntimeError(f"haproxy refused its config: {check.stderr.strip()}")
         with (self.root / "haproxy.log").open("ab") as log:
-            self._balancer = subprocess.Popen(
+            return subprocess.Popen(
                 [haproxy_bin(), "-db", "-f", str(config)], stdout=log, stderr=log, start_new_session=True
             )
-        await _wait_for(f"{self.url}/healthz", self._balancer, "haproxy", self.root / "haproxy.log")
 
     def kill(self, index: int) -> None:
         """SIGKILL replica `index` (no shutdown of any kind: in-flight calls are cut off)."""
