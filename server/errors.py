@@ -6,7 +6,8 @@ ApiError
 ├── NotFound        404  unknown episode or world (also: another principal's episode)
 ├── Conflict        409  the episode is not active
 ├── PayloadTooLarge 413  a request body over the limit (read no further)
-└── Overloaded      503  too many live episodes
+├── Overloaded      503  too many live episodes
+└── Unavailable     503  the store did not answer (a database restarting): retry
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "Overloaded",
     "PayloadTooLarge",
     "Unauthorized",
+    "Unavailable",
     "http_error",
 ]
 
@@ -70,6 +72,11 @@ class PayloadTooLarge(ApiError):
 class Overloaded(ApiError):
     status = 503
     code = "overloaded"
+
+
+class Unavailable(ApiError):
+    status = 503
+    code = "unavailable"
 
 
 async def http_error(request: Request, exc: Exception) -> Response:

@@ -34,7 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._body import read_body
 from .episodes import EpisodeService
-from .errors import ApiError, Conflict, PayloadTooLarge, http_error
+from .errors import ApiError, Conflict, NotFound, PayloadTooLarge, Unavailable, http_error
 
 __all__ = ["EpisodeGate", "McpEndpoints", "WorldGate", "answer_call", "call_result", "failure_result", "tool_list"]
 
@@ -222,14 +222,16 @@ class EpisodeGate:
         if scope["type"] == "http":
             episode_id = scope.get("path_params", {}).get("episode_id", "")
             principal = str(scope.get("state", {}).get("principal", ""))
-            if not await self.service.owns(episode_id, principal):
-                body = {
-                    "error": {
-                        "code": "not_found",
-                        "message": f"no episode {episode_id!r}; create one with POST /v1/episodes",
-                    }
-                }
-                await JSONResponse(body, status_code=404)(scope, receive, send)
+            try:
+                owned = await self.service.owns(episode_id, principal)
+            except Exception as exc:  # the store is down (a database restarting): fail closed, and say retry
+                log.warning("episode %s: ownership check failed: %s", episode_id, exc)
+                error = Unavailable("the episode store is unavailable; retry the request")
+            else:
+                error = None if owned else NotFound(f"no episode {episode_id!r}; create one with POST /v1/episodes")
+            if error is not None:
+                body = {"error": {"code": error.code, "message": error.message}}
+                await JSONResponse(body, status_code=error.status)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
