@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import tempfile
 import time
@@ -110,6 +111,31 @@ async def agent_calls(port: int, episode: str, first: int, count: int, tally: Ta
         await conn.close()
 
 
+async def create_episodes_retrying(port: int, n: int, tally: Tally, concurrency: int = 32) -> list[str]:
+    """Create `n` episodes through the balancer; a create whose connection is cut is sent again (counted in
+    `tally.failures`): creating is not idempotent, but a second create costs only an unused episode."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def create() -> str:
+        async with gate:
+            while True:
+                conn = Connection(port)
+                try:
+                    status, data = await conn.request("POST", "/v1/episodes", {"world": "mock"})
+                except (OSError, asyncio.IncompleteReadError):
+                    tally.failures["create: connection cut"] += 1
+                    await asyncio.sleep(0.05)
+                    continue
+                finally:
+                    await conn.close()
+                if status != 201:
+                    raise RuntimeError(f"creating an episode failed: HTTP {status} {data[:200]!r}")
+                episode: str = json.loads(data)["id"]
+                return episode
+
+    return list(await asyncio.gather(*(create() for _ in range(n))))
+
+
 async def run_agents(port: int, episodes: list[str], first: int, count: int, tally: Tally, deadline: float) -> None:
     """`agent_calls` on every episode at once."""
     await asyncio.gather(*(agent_calls(port, e, first, count, tally, deadline) for e in episodes))
@@ -121,7 +147,7 @@ async def kill_round(deployment: Replicas, victim: int, agents: int, calls: int,
     tally = round_.tally
     start = time.monotonic()
     deadline = start + timeout
-    episodes = await create_episodes(deployment.port, agents)
+    episodes = await create_episodes_retrying(deployment.port, agents, tally)
 
     async def killer() -> None:
         await tally.reached(agents * calls // 4)

@@ -74,9 +74,13 @@ def haproxy_config(port: int, replicas: list[int], *, sticky: bool = False) -> s
     return f"""\
 global
     maxconn 8000
+    log stderr format short local0
 
 defaults
     mode http
+    log global
+    option httplog
+    option dontlog-normal  # log only failed requests
     timeout connect 2s
     timeout client 10m
     timeout server 10m
