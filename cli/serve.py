@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import socket
 import sys
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from ._common import (
     add_model_flags,
     add_worlds_dir,
     backend,
+    default_db,
     http_url,
     load_world_set,
     one_world,
@@ -169,7 +169,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--db",
-        default=os.environ.get("SIMIA_DB_URL") or "simia.db",
+        default=default_db(),
         metavar="PATH|URL",
         help="SQLite file, or postgresql://USER@HOST:PORT/DB for several replicas "
         "(default: $SIMIA_DB_URL, else simia.db)",

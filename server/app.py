@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ValidationError
-from simia.sim.errors import SimiaError, StateError
+from simia.sim.errors import SimiaError, StateError, StoreUnavailable
 from simia.sim.judge import Judge
 from simia.sim.simulator import Simulator
 from simia.sim.store import Store
@@ -288,6 +288,7 @@ class SimiaApp:
             exception_handlers={
                 ApiError: self._api_error,
                 StateError: self._state_error,
+                StoreUnavailable: self._store_unavailable,
                 HTTPException: http_error,
                 Exception: self._internal_error,
             },
@@ -331,6 +332,11 @@ class SimiaApp:
 
     async def _state_error(self, request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": {"code": "invalid_state", "message": str(exc)}}, status_code=400)
+
+    async def _store_unavailable(self, request: Request, exc: Exception) -> Response:
+        log.warning("database unavailable: %s", exc)
+        message = "the database is unavailable; retry shortly"
+        return JSONResponse({"error": {"code": "database_unavailable", "message": message}}, status_code=503)
 
     async def _internal_error(self, request: Request, exc: Exception) -> Response:
         """A bug, not bad input: still the API's error shape (the traceback goes to the server log)."""
@@ -424,6 +430,8 @@ class SimiaApp:
             episode = await self.service.end(
                 request.path_params["episode_id"], request.state.principal, body.transcript, tokens
             )
+        except StoreUnavailable:
+            raise  # infrastructure: answered 503 by `_store_unavailable`
         except SimiaError as exc:
             raise BadRequest(str(exc)) from None
         return _json(self._episode(request, episode, EndedEpisode))

@@ -23,6 +23,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic_core import to_json
+from simia.sim.errors import StoreUnavailable
 from simia.sim.store import EventRecord
 from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND, META_INJECTED, META_SEQ
 from simia.sim.world import World
@@ -106,6 +107,10 @@ async def answer_call(
         event = await service.call(episode_id, principal, name, arguments, request_key=key)
     except ApiError as exc:
         return failure_result(exc.message, "infra", exc.code, episode_id)
+    except StoreUnavailable as exc:
+        log.warning("tool call failed: episode=%s tool=%s: %s", episode_id, name, exc)
+        return failure_result("The tool simulator's database is unavailable. Try again.", "infra",
+                              "database_unavailable", episode_id)  # fmt: skip
     except Exception:
         log.exception("tool call failed: episode=%s tool=%s", episode_id, name)
         return failure_result("Internal error in the tool simulator. Try again.", "infra", "internal_error", episode_id)

@@ -7,6 +7,7 @@
     ├── StoreConfigError      a --db target no store implementation opens
     │   └── StoreSchemaError      a database of a newer schema than this simia's, or not simia's
     ├── StoreConflict         an episode moved on since the caller read it (another replica committed)
+    ├── StoreUnavailable      the database stopped answering (down, restarting, unreachable): infrastructure
     ├── WorldExistsError      a world folder is already there (pass force to replace it)
     ├── ImportSourceError     an MCP server or API description that cannot become a world
     └── BackendError          the model backend failed (infrastructure, never the agent's fault)
@@ -39,6 +40,7 @@ __all__ = [
     "StoreConfigError",
     "StoreConflict",
     "StoreSchemaError",
+    "StoreUnavailable",
     "UnknownWorldError",
     "WorldError",
     "WorldExistsError",
@@ -101,6 +103,11 @@ class StoreSchemaError(StoreConfigError):
 class StoreConflict(SimiaError):
     """A commit found its episode moved on (another replica committed a call, or ended it) since the caller
     read it; nothing was written, and the caller reloads the episode and tries again."""
+
+
+class StoreUnavailable(SimiaError):
+    """The database did not answer an operation (down, restarting, unreachable, no free connection in time);
+    whether a write in flight was committed is unknown until the episode is read again."""
 
 
 class WorldExistsError(SimiaError):

@@ -1,22 +1,21 @@
 """Schema versions: which version of simia's tables a database holds, and what opening it must do.
 
 Both stores record the version (SQLite: `PRAGMA user_version`; Postgres: the `simia_meta`
-table) and keep a list of migrations, step `v` bringing version `v` to `v + 1`. Opening a
-database upgrades an older one in place (in one transaction, before anything else is
-written); a database of a newer version, or one with tables that are not simia's, is
-refused before any write. Version 0 is a SQLite file written before versions were kept.
+table) and keep a list of migrations, each bringing one version to the next. Opening a
+database upgrades an older one in place before anything else is written to it (Postgres in
+one transaction; SQLite step by step, each step checking what it changes, so that it can run
+again); a database of a newer version, or one with tables that are not simia's, is refused
+before any write. Version 0 is a SQLite file written before versions were kept.
 """
 
 from __future__ import annotations
 
 from .errors import StoreSchemaError
 
-__all__ = ["SCHEMA_VERSION", "SIMIA_TABLES", "not_simia", "schema_steps"]
+__all__ = ["SCHEMA_VERSION", "not_simia", "schema_steps"]
 
 SCHEMA_VERSION = 1
 """The version of the tables this simia writes (the same number on every engine: `simia db copy` relies on it)."""
-
-SIMIA_TABLES = frozenset({"episodes", "events", "snapshots", "llm_cache"})
 
 
 def schema_steps(version: int, tables: set[str], where: str) -> range | None:

@@ -1,13 +1,15 @@
 """The Postgres store: the same tables and semantics as the SQLite store, for several replicas on one database.
 
 `PgStore` implements `simia.sim.store.Store` with psycopg 3 (async) over a connection
-pool. Each operation is one transaction, committed before it returns. Events of one
-episode get gap-free `seq` because a commit advances the episode with one UPDATE, which
-locks the episode's row until the transaction ends: concurrent commits of one episode,
-from any number of processes, queue on that row and never on each other's episodes.
-The columns, their order and the JSON encoding are the SQLite store's (`simia db copy`
-moves rows between the two as they are). Each method's SQL sits in that method; the
-statements shared with SQLite come from `simia.sim.sqlite_store` with `?` made `%s`.
+pool of autocommit connections. Each write is one statement, committed before it
+returns (a commit costs one round trip). Events of one episode get gap-free `seq`
+because a commit advances the episode and inserts the event in one statement whose
+UPDATE locks the episode's row: concurrent commits of one episode, from any number of
+processes, queue on that row and never on each other's episodes. The columns, their
+order and the JSON encoding are the SQLite store's (`simia db copy` moves rows between
+the two as they are). Each method's SQL sits in that method (the commit's in
+`_commit_sql`); the statements shared with SQLite come from `simia.sim.sqlite_store`
+with `?` made `%s`.
 """
 
 from __future__ import annotations
@@ -24,22 +26,20 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from .errors import StoreConfigError, StoreConflict, StoreSchemaError
+from .errors import StoreConfigError, StoreConflict, StoreSchemaError, StoreUnavailable
 from .migrations import SCHEMA_VERSION, not_simia, schema_steps
 from .records import EpisodeRecord, EventRecord
 from .sqlite_store import (
     _EPISODE_COLUMNS,
     _EVENT_COLUMNS,
     _INSERT_EPISODE,
-    _INSERT_EVENT,
     _JSON_EPISODE,
     CONSISTENCY_SQL,
     SNAPSHOT_EVERY,
     _episode_from_row,
     _event_from_row,
-    advance_sql,
     consistency_report,
 )
 from .state import apply_patch
@@ -131,8 +131,38 @@ def _pg(sql: str) -> str:
 
 
 _INSERT_EPISODE_PG = _pg(_INSERT_EPISODE)
-_INSERT_EVENT_PG = _pg(_INSERT_EVENT)
 _EVENT_SELECT = f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = %s"
+
+
+def _commit_sql(*, with_state: bool, expected: bool) -> str:
+    """The one statement that commits an event: advance the episode (its row stays locked until the statement
+    ends), insert the event at the new `seq`, and a snapshot of the new state when the last is `SNAPSHOT_EVERY`
+    events back. Nothing is written when the episode is missing or (with `expected`) not active at that seq."""
+    state = ", state = %(state)s" if with_state else ""
+    snapshot = (
+        f", snapshot_seq = CASE WHEN seq + 1 - snapshot_seq >= {SNAPSHOT_EVERY} THEN seq + 1 ELSE snapshot_seq END"
+        if with_state
+        else ""
+    )
+    guard = " AND seq = %(expected)s AND status = 'active'" if expected else ""
+    columns = _EVENT_COLUMNS[1:]  # after seq
+    sql = (
+        "WITH adv AS (UPDATE episodes SET seq = seq + 1, calls = calls + %(calls)s, "
+        "prompt_tokens = prompt_tokens + %(prompt)s, completion_tokens = completion_tokens + %(completion)s, "
+        f"cost_usd = cost_usd + %(cost)s, updated_at = %(created_at)s{state}{snapshot} "
+        f"WHERE id = %(episode_id)s{guard} RETURNING seq, snapshot_seq), "
+        f"ev AS (INSERT INTO events (episode_id, seq, {', '.join(columns)}) "
+        f"SELECT %(episode_id)s, adv.seq, {', '.join(f'%({c})s' for c in columns)} FROM adv)"
+    )
+    if with_state:
+        sql += (
+            ", snap AS (INSERT INTO snapshots (episode_id, seq, state) "
+            "SELECT %(episode_id)s, adv.seq, %(state)s FROM adv WHERE adv.snapshot_seq = adv.seq)"
+        )
+    return sql + " SELECT seq FROM adv"
+
+
+_COMMIT_SQL = {(s, e): _commit_sql(with_state=s, expected=e) for s in (False, True) for e in (False, True)}
 
 
 def is_postgres_url(target: str) -> bool:
@@ -150,7 +180,12 @@ def redact_url(url: str) -> str:
         netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
         return urlunsplit(parts._replace(netloc=netloc))
     except ValueError:
-        return re.sub(r":[^:@/]*@", ":***@", url)
+        return _hide_passwords(url)
+
+
+def _hide_passwords(text: str) -> str:
+    """`text` with the password of any URL in it (`//user:password@`) replaced by `***`."""
+    return re.sub(r"(//[^:/@\s]*):[^@\s]*@", r"\1:***@", text)
 
 
 def _libpq_url(url: str) -> str:
@@ -160,7 +195,8 @@ def _libpq_url(url: str) -> str:
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
+    """A driver error as one line, without any password (libpq quotes a malformed URL whole)."""
+    return _hide_passwords(" ".join(str(exc).split())) or type(exc).__name__
 
 
 class PgStore:
@@ -241,8 +277,8 @@ class PgStore:
             min_size=1,
             max_size=self._max,
             open=False,
-            timeout=30.0,
-            kwargs={"row_factory": dict_row, "connect_timeout": max(1, round(self._timeout))},
+            timeout=10.0,  # how long an operation waits for a connection (the server down: StoreUnavailable)
+            kwargs={"row_factory": dict_row, "autocommit": True, "connect_timeout": max(1, round(self._timeout))},
             connection_class=psycopg.AsyncConnection[dict[str, Any]],
         )
         await pool.open()
@@ -252,7 +288,7 @@ class PgStore:
     async def hold(self, episode_id: str) -> AsyncIterator[None]:
         """Lock the episode's row until the block ends; the store's operations inside the block (in this
         task) run in that one transaction, committed when the block ends (rolled back on an error)."""
-        async with self._tx() as conn:
+        async with self._conn() as conn, conn.transaction():
             await conn.execute("SELECT 1 FROM episodes WHERE id = %s FOR UPDATE", (episode_id,))
             token = self._held.set(conn)
             try:
@@ -261,25 +297,32 @@ class PgStore:
                 self._held.reset(token)
 
     @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[psycopg.AsyncConnection[dict[str, Any]]]:
-        """A pooled connection inside a transaction, committed when the block ends (rolled back on an error);
-        inside `hold`, the held transaction."""
+    async def _conn(self) -> AsyncIterator[psycopg.AsyncConnection[dict[str, Any]]]:
+        """A pooled connection in autocommit mode (each operation here is one statement, or reads only rows
+        that no longer change); inside `hold`, the held transaction's.
+
+        Raises:
+            StoreUnavailable: the connection failed (the server is down or restarting), or none was free in time.
+        """
         if self._closed:
             raise RuntimeError("the store is closed")
-        held = self._held.get()
-        if held is not None:
-            yield held
-            return
-        if self._pool is None:
-            if self._opening is None:
-                self._opening = asyncio.ensure_future(self._open())
-            await asyncio.shield(self._opening)
-        assert self._pool is not None
-        async with self._pool.connection() as conn:
-            yield conn
+        try:
+            held = self._held.get()
+            if held is not None:
+                yield held
+                return
+            if self._pool is None:
+                if self._opening is None:
+                    self._opening = asyncio.ensure_future(self._open())
+                await asyncio.shield(self._opening)
+            assert self._pool is not None
+            async with self._pool.connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise StoreUnavailable(f"the database at {self.where} is unavailable: {_one_line(exc)}") from None
 
     async def _rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
-        async with self._tx() as conn:
+        async with self._conn() as conn:
             cursor = await conn.execute(sql, params)  # type: ignore[arg-type]  # our own constant SQL
             return await cursor.fetchall()
 
@@ -298,7 +341,7 @@ class PgStore:
             else getattr(episode, k)
             for k in _EPISODE_COLUMNS
         ]  # fmt: skip
-        async with self._tx() as conn:
+        async with self._conn() as conn:
             await conn.execute(_INSERT_EPISODE_PG, values)  # type: ignore[arg-type]
         return episode
 
@@ -344,7 +387,7 @@ class PgStore:
         tokens: dict[str, Any] | None = None,
     ) -> None:
         now = time.time()
-        async with self._tx() as conn:
+        async with self._conn() as conn:
             await conn.execute(
                 "UPDATE episodes SET status = %s, status_reason = COALESCE(%s, status_reason), "
                 "verdict = COALESCE(%s, verdict), transcript = COALESCE(%s, transcript), "
@@ -381,37 +424,28 @@ class PgStore:
         *,
         expected_seq: int | None = None,
     ) -> EventRecord:
-        """Append `event` (and the new state, when it changed) in one transaction; its UPDATE locks the
-        episode's row, so the `expected_seq` check and the write see no other commit in between."""
-        params: list[Any] = [*event.counter_deltas(), event.created_at]
-        state_text = None if new_state is None else compact_json(new_state)
-        if state_text is not None:
-            params.append(state_text)
-        params.append(episode_id)
-        if expected_seq is not None:
-            params.append(expected_seq)
-        sql = _pg(advance_sql(with_state=state_text is not None, expected=expected_seq is not None))
+        """Append `event` (and the new state, when it changed) in one statement (`_commit_sql`): its UPDATE
+        locks the episode's row, so the `expected_seq` check and the writes see no other commit in between."""
+        calls, prompt, completion, cost = event.counter_deltas()
         e = event
-        async with self._tx() as conn:
-            row = await (await conn.execute(sql, params)).fetchone()  # type: ignore[arg-type]
+        params = {
+            "episode_id": episode_id, "calls": calls, "prompt": prompt, "completion": completion, "cost": cost,
+            "expected": expected_seq, "state": None if new_state is None else compact_json(new_state),
+            "request_key": e.request_key, "tool": e.tool, "arguments": compact_json(e.arguments),
+            "output": compact_json(e.output), "text": e.text, "is_error": int(e.is_error), "error_code": e.error_code,
+            "error_kind": e.error_kind, "state_patch": compact_json(e.state_patch), "usage": compact_json(e.usage),
+            "latency_ms": e.latency_ms, "model": e.model, "detail": e.detail, "created_at": e.created_at,
+            "injected": e.injected,
+        }  # fmt: skip
+        sql = _COMMIT_SQL[(new_state is not None, expected_seq is not None)]
+        async with self._conn() as conn:
+            row = await (await conn.execute(sql, params)).fetchone()
             if row is None:
                 found = await (await conn.execute("SELECT 1 FROM episodes WHERE id = %s", (episode_id,))).fetchone()
                 if found:
                     raise StoreConflict(f"episode {episode_id} moved on since seq {expected_seq}")
                 raise LookupError(f"no episode {episode_id!r}")
-            seq, snapshot_seq = row["seq"], row["snapshot_seq"]
-            values = (  # episode_id, then _EVENT_COLUMNS in order
-                episode_id, seq, e.request_key, e.tool, compact_json(e.arguments), compact_json(e.output), e.text,
-                int(e.is_error), e.error_code, e.error_kind, compact_json(e.state_patch), compact_json(e.usage),
-                e.latency_ms, e.model, e.detail, e.created_at, e.injected,
-            )  # fmt: skip
-            await conn.execute(_INSERT_EVENT_PG, values)  # type: ignore[arg-type]
-            if state_text is not None and seq - snapshot_seq >= SNAPSHOT_EVERY:
-                await conn.execute(
-                    "INSERT INTO snapshots (episode_id, seq, state) VALUES (%s, %s, %s)", (episode_id, seq, state_text)
-                )
-                await conn.execute("UPDATE episodes SET snapshot_seq = %s WHERE id = %s", (seq, episode_id))
-        event.seq = seq
+        event.seq = row["seq"]
         return event
 
     async def recent_events(self, episode_id: str, n: int) -> list[EventRecord]:
@@ -427,7 +461,7 @@ class PgStore:
     async def state_at(self, episode_id: str, step: int) -> dict[str, Any]:
         """The episode's state after event `step` (0: its initial state): the last snapshot at or
         before `step` (or the initial state) with the patches of the events after it applied."""
-        async with self._tx() as conn:
+        async with self._conn() as conn:
             row = await (
                 await conn.execute(
                     "SELECT seq, state FROM snapshots WHERE episode_id = %s AND seq <= %s ORDER BY seq DESC LIMIT 1",
@@ -470,7 +504,7 @@ class PgStore:
         return json.loads(rows[0]["data"]) if rows else None
 
     async def put(self, key: str, replay_key: str, data: dict[str, Any], model: str) -> None:
-        async with self._tx() as conn:
+        async with self._conn() as conn:
             await conn.execute(
                 "INSERT INTO llm_cache (key, replay_key, data, model, created) VALUES (%s, %s, %s, %s, %s) "
                 "ON CONFLICT (key) DO UPDATE SET replay_key = EXCLUDED.replay_key, data = EXCLUDED.data, "

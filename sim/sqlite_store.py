@@ -24,7 +24,7 @@ from .state import apply_patch
 from .verdict import Verdict
 from .world import compact_json
 
-__all__ = ["CONSISTENCY_SQL", "MIGRATIONS", "SNAPSHOT_EVERY", "SqliteStore", "advance_sql", "consistency_report"]
+__all__ = ["CONSISTENCY_SQL", "MIGRATIONS", "SNAPSHOT_EVERY", "SqliteStore", "consistency_report"]
 
 SNAPSHOT_EVERY = 16
 """A state-changing event writes a snapshot when the last one is this many events back; the states in
@@ -119,7 +119,7 @@ _ADVANCE = (
 )
 
 
-def advance_sql(*, with_state: bool, expected: bool) -> str:
+def _advance_sql(*, with_state: bool, expected: bool) -> str:
     """The UPDATE that advances an episode by one event (parameters: the counter deltas, `updated_at`, the
     state when `with_state`, the id, and the expected `seq` when `expected`: then it updates nothing unless
     the episode is still active at that `seq`)."""
@@ -182,16 +182,20 @@ def _schema_of(conn: sqlite3.Connection) -> tuple[int, set[str]]:
     return version, {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
-def _check_schema(path: str) -> None:
-    """Refuse, without writing to it, a file that is not a SQLite database, another program's, or newer."""
+def _check_schema(path: str) -> int | None:
+    """The schema version of the database at `path` (None: no database yet), read without writing to it.
+
+    Raises:
+        StoreSchemaError: the file is not a SQLite database, is another program's, or is newer.
+    """
     if path == ":memory:" or not Path(path).is_file() or Path(path).stat().st_size == 0:
-        return
+        return None
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
             version, tables = _schema_of(conn)
     except sqlite3.DatabaseError as exc:
         raise StoreSchemaError(f"{path!r} is not a SQLite database ({exc}); give a new file path") from None
-    schema_steps(version, tables, repr(path))
+    return None if schema_steps(version, tables, repr(path)) is None else version
 
 
 def _setup(conn: sqlite3.Connection) -> None:
@@ -222,8 +226,10 @@ class SqliteStore:
 
     def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
         self.path = str(path)
-        _check_schema(self.path)
+        found = _check_schema(self.path)
         self._db = self.executor_type(self.path, synchronous=synchronous, setup=_setup)
+        self.migrated_from = found if found is not None and found < SCHEMA_VERSION else None
+        """The schema version this store upgraded the database from (None: it was current, or new)."""
 
     async def close(self) -> None:
         await self._db.close()
@@ -359,7 +365,7 @@ class SqliteStore:
             params.append(episode_id)
             if expected_seq is not None:
                 params.append(expected_seq)
-            sql = advance_sql(with_state=state_text is not None, expected=expected_seq is not None)
+            sql = _advance_sql(with_state=state_text is not None, expected=expected_seq is not None)
             rows = conn.execute(sql, params).fetchall()
             if not rows:
                 if conn.execute("SELECT 1 FROM episodes WHERE id = ?", (episode_id,)).fetchone():

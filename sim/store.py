@@ -36,6 +36,10 @@ class Store(Protocol):
         """Where the data lives, as `open_store` accepts it again (a file path or a database URL)."""
         ...
 
+    migrated_from: int | None
+    """The schema version opening the store upgraded the database from (`simia.sim.migrations`); None when
+    it was current or new."""
+
     async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
         """Insert a new episode (its id must be new) and return it, committed."""
         ...

@@ -132,8 +132,20 @@ GRPO_USER = (
     "python -m simia.training.grpo --server http://127.0.0.1:8765 --world retail --model ckpt/sft "
     "--user openai:gpt-5.4-mini"
 )
+PG = "postgresql://simia@127.0.0.1:5432/simia"
+PG_COPY_IN = f"simia db copy --from runs.db --to {PG}"
+PG_SERVE = f"simia serve --backend openai:gpt-5.4-mini --db {PG} --port 8765"
+PG_SERVE_2 = f"simia serve --backend openai:gpt-5.4-mini --db {PG} --port 8766"
+PG_MIGRATE = f"simia db migrate --db {PG}"
+PG_COPY_OUT = f"simia db copy --from {PG} --to backup.db"
+PG_TEST = ("test_two_replicas_share_one_postgres_database_as_the_readme_shows",)
 
 COVERED: dict[str, tuple[str, ...]] = {
+    PG_COPY_IN: PG_TEST,
+    PG_SERVE: PG_TEST,
+    PG_SERVE_2: PG_TEST,
+    PG_MIGRATE: PG_TEST,
+    PG_COPY_OUT: PG_TEST,
     SERVE_RUNS_DB: (
         "test_serve_prints_its_worlds_and_urls",
         "test_serve_prints_its_worlds_and_urls_column_for_column",
@@ -209,6 +221,8 @@ INLINE_NOT_RUN = {
     "simia import openapi": NAMES_ONLY,
     "simia bootstrap": NAMES_ONLY,
     "simia fidelity": NAMES_ONLY,
+    "simia db copy": NAMES_ONLY,
+    "simia db migrate": NAMES_ONLY,
     "simia bootstrap WORLD --backend SPEC": "a synopsis; tests/sim/test_bootstrap.py runs the command",
     "simia fidelity WORLD --calls CALLS.jsonl --backend SPEC (--real URL | -- COMMAND ARGS...)": (
         "a synopsis; tests/clients/test_fidelity.py runs the command"
@@ -522,11 +536,13 @@ class Sandbox:
         return Done(proc.returncode if proc.returncode is not None else -1, out.decode(), err.decode())
 
     @contextlib.asynccontextmanager
-    async def serve(self, text: str, *, timeout: float = 60) -> AsyncIterator[list[str]]:
-        """Run the README's `simia serve` command `text` in the background on a free port until it answers
-        /healthz; later commands use its URL. Yields the lines it printed."""
+    async def serve(
+        self, text: str, *, replace: Mapping[str, str] | None = None, timeout: float = 60
+    ) -> AsyncIterator[list[str]]:
+        """Run the README's `simia serve` command `text` (with `replace` applied) in the background on a free
+        port until it answers /healthz; later commands use its URL. Yields the lines it printed."""
         port = free_port()
-        argv = [*self.argv(readme(text).text, {}), "--port", str(port)]
+        argv = [*self.argv(readme(text).text, replace or {}), "--port", str(port)]
         log_path = self.cwd / f"serve-{port}.log"
         log = log_path.open("wb")
         proc = await asyncio.create_subprocess_exec(
@@ -602,6 +618,36 @@ async def test_serve_prints_its_worlds_and_urls_column_for_column(sandbox: Sandb
     """The README's `$ simia serve` block, character for character (changed: `--port P`, see `served_lines`)."""
     printed, shown = await served_lines(sandbox)
     assert printed == shown
+
+
+async def test_two_replicas_share_one_postgres_database_as_the_readme_shows(sandbox: Sandbox, pg_url: str) -> None:
+    """README "Several replicas": runs.db copied to Postgres, two replicas on it, `db migrate`, a copy back.
+    Changed: the URL -> a throwaway database's (password included), `--port P`; runs.db is the previous
+    release's fixture (tests/fixtures/previous_release.db: 3 episodes), which the copy upgrades first."""
+    shutil.copy(ROOT / "tests" / "fixtures" / "previous_release.db", sandbox.cwd / "runs.db")
+    url = {PG: pg_url}
+    copied = await sandbox.run(PG_COPY_IN, replace=url)
+    assert copied.code == 0 and "episodes 3, events 23, snapshots 1, llm_cache 22 (counts checked)" in copied.out, (
+        copied
+    )
+    async with sandbox.serve(PG_SERVE, replace=url) as printed:
+        first = sandbox.server
+        assert "  database: postgresql://simia:***@127.0.0.1:" in "\n".join(printed)
+        async with sandbox.serve(PG_SERVE_2, replace=url), httpx.AsyncClient() as http:
+            second = sandbox.server
+            episode = (await http.post(f"{first}/v1/episodes", json={"world": "mock"})).json()
+            async with Client(f"{second}/episodes/{episode['id']}/mcp") as client:  # the other replica
+                result = await client.call_tool("set_quantity", {"name": "milk", "qty": 4})
+            assert not result.is_error, result
+            stored = (await http.get(f"{first}/v1/episodes/{episode['id']}")).json()
+            assert [e["seq"] for e in stored["events"]] == [1] and stored["state"]["items"]["milk"]["qty"] == 4
+            listed = (await http.get(f"{second}/v1/episodes")).json()["episodes"]
+            assert len(listed) == 4  # the 3 copied and the new one, seen from either replica
+    migrated = await sandbox.run(PG_MIGRATE, replace=url)
+    assert migrated.code == 0 and migrated.out.endswith("schema version 1, up to date\n"), migrated
+    back = await sandbox.run(PG_COPY_OUT, replace=url)
+    assert back.code == 0 and "episodes 4, events 24," in back.out, back
+    assert pg_url.split(":")[2].split("@")[0] not in copied.out + migrated.out + back.out  # no password shown
 
 
 async def test_validate_prints_one_line_per_problem(sandbox: Sandbox) -> None:

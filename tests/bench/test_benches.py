@@ -26,6 +26,11 @@ RATIO_LINES = {
     "local_latency.py": [r"p50 / prediction = \d+\.\d+"],
     "prompt_size.py": [r"ratio simia / full history at call \d+: +\d+\.\d+"],
     "schema_validity.py": [r"ratio valid-in-the-end / calls: \d+\.\d+"],
+    "store_engines.py": [
+        r"per-call cost postgres / sqlite = \d+\.\d+",
+        r"fork p50 sqlite \d+\.\d+ ms, postgres \d+\.\d+ ms",
+        r"replay \d+ calls/s = \d+\.\d+ of the scripted backend",
+    ],
     "server_load.py": [
         r"per-call cost simia / bare = \d+\.\d+",  # overhead
         r"throughput simia / bare = \d+\.\d+",  # scale

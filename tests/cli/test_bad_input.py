@@ -199,6 +199,10 @@ BAD = [
     (["synth", "--world", "mock", "--backend", OK, "--via-server", "http://127.0.0.1:1"], "error: simia server at"),
     (["synth", "--world", "mock", "--backend", OK, "--via-server", "http://x", "--token", " t"], "--token: a bearer"),
     (["synth", "--world", "mock", "--backend", "replay:notadb.db"], "error: replay:notadb.db: not a simia database"),
+    (
+        ["synth", "--world", "mock", "--backend", "replay:postgresql://u:pw@127.0.0.1:1/x"],
+        "error: replay: cannot connect to Postgres at postgresql://u:***@127.0.0.1:1/x: ",
+    ),
     (["synth", "--world", "mock", "--backend", OK, "--seeds", "seeds.jsonl", "--out", "notes.txt"], "is a file"),
     # demo
     (["demo", "--task", "nope"], "error: unknown task 'nope'; tasks: cancel_by_mistake"),

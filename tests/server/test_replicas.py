@@ -26,9 +26,17 @@ from simia.sim.state import apply_patch
 from simia.sim.store import open_store
 from simia.testing import FakeProvider, mock_world_answer
 from simia.testing.mock_world import parse_simulator_prompt
+from simia.testing.postgres import PostgresCluster
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
+MODERN = "2026-07-28"  # the sessionless protocol revision: every request carries its own metadata
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientInfo": {"name": "simia-test", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+HEADERS = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Accept": "application/json, text/event-stream"}
 
 
 def counting_answer(body: dict[str, Any]) -> dict[str, Any]:
@@ -107,7 +115,17 @@ async def test_two_replicas_hammering_one_episode_serialize_its_calls(pg_url: st
 
             # three agents on each replica, all on the same episode URL at once
             await asyncio.wait_for(asyncio.gather(*(agent(urls[i % 2], 10 * i) for i in range(6))), timeout=240)
-            async with httpx.AsyncClient() as http:  # the other replica sees what the first committed
+            async with httpx.AsyncClient() as http:
+                for n in range(61, 71):  # sessionless (2026-07-28) calls alternating replicas: no stickiness needed
+                    params = {"name": "set_quantity", "arguments": {"name": "milk", "qty": n}, "_meta": META}
+                    answer = await http.post(
+                        f"{urls[n % 2]}/episodes/{episode['id']}/mcp",
+                        json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params},
+                        headers={**HEADERS, "Mcp-Name": "set_quantity"},
+                    )
+                    result = answer.json()["result"]
+                    assert not result["isError"] and result["_meta"]["simia/seq"] == n, result
+                # the other replica sees what the first committed
                 stored = (await http.get(f"{urls[1]}/v1/episodes/{episode['id']}")).json()
                 metrics = [(await http.get(f"{url}/metrics")).text for url in urls]
     conflicts = sum(float(line.split()[-1]) for m in metrics for line in m.splitlines() if line.startswith(
@@ -115,8 +133,8 @@ async def test_two_replicas_hammering_one_episode_serialize_its_calls(pg_url: st
     assert conflicts > 0  # the replicas did race for the episode
     assert sorted(seqs) == list(range(1, 61))  # acknowledged once each, gap-free
     events = stored["events"]
-    assert [e["seq"] for e in events] == list(range(1, 61))  # none lost, none duplicated
-    assert [e["output"]["qty"] for e in events] == list(range(1, 61))  # each saw its predecessor's state
+    assert [e["seq"] for e in events] == list(range(1, 71))  # none lost, none duplicated
+    assert [e["output"]["qty"] for e in events] == list(range(1, 71))  # each saw its predecessor's state
     store = open_store(db)
     try:
         record = await store.get_episode(episode["id"])
@@ -124,8 +142,33 @@ async def test_two_replicas_hammering_one_episode_serialize_its_calls(pg_url: st
         replayed = record.initial_state
         for event in await store.events(episode["id"]):
             replayed = apply_patch(replayed, event.state_patch, None)
-        assert replayed == record.state and record.state["items"]["milk"]["qty"] == 60
-        assert record.seq == 60 and record.calls == 60
+        assert replayed == record.state and record.state["items"]["milk"]["qty"] == 70
+        assert record.seq == 70 and record.calls == 70
         assert await store.integrity_check() == "ok"
     finally:
+        await store.close()
+
+
+async def test_a_postgres_restart_fails_calls_cleanly_and_they_resume_after_it(serve_on: Any) -> None:
+    with PostgresCluster() as cluster:  # its own cluster: stopping the session's would stop other tests
+        db = cluster.create_database()
+        async with serve_on(db)() as server, httpx.AsyncClient(base_url=server.url) as http:
+            episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+            async with Client(episode["mcp_url"]) as client:
+                first = await client.call_tool("set_quantity", {"name": "milk", "qty": 1})
+                assert not first.is_error
+                cluster.stop("immediate")
+                down = await client.call_tool("set_quantity", {"name": "milk", "qty": 2})
+                assert down.is_error and down.meta and down.meta["simia/error_code"] == "database_unavailable"
+                assert down.meta["simia/error_kind"] == "infra"
+                refused = await http.get(f"/v1/episodes/{episode['id']}")
+                assert refused.status_code == 503 and refused.json()["error"]["code"] == "database_unavailable"
+                assert cluster.password not in refused.text
+                cluster.start()
+                again = await client.call_tool("set_quantity", {"name": "milk", "qty": 3})
+                assert not again.is_error and again.meta and again.meta["simia/seq"] == 2
+            stored = (await http.get(f"/v1/episodes/{episode['id']}")).json()
+        assert [(e["seq"], e["arguments"]["qty"]) for e in stored["events"]] == [(1, 1), (2, 3)]
+        store = open_store(db)
+        assert await store.integrity_check() == "ok"
         await store.close()
