@@ -6,8 +6,7 @@ ApiError
 ├── NotFound        404  unknown episode or world (also: another principal's episode)
 ├── Conflict        409  the episode is not active
 ├── PayloadTooLarge 413  a request body over the limit (read no further)
-├── Overloaded      503  too many live episodes
-└── Unavailable     503  the store did not answer (a database restarting): retry
+└── Overloaded      503  too many live episodes
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ __all__ = [
     "Overloaded",
     "PayloadTooLarge",
     "Unauthorized",
-    "Unavailable",
     "http_error",
 ]
 
@@ -72,11 +70,6 @@ class PayloadTooLarge(ApiError):
 class Overloaded(ApiError):
     status = 503
     code = "overloaded"
-
-
-class Unavailable(ApiError):
-    status = 503
-    code = "unavailable"
 
 
 async def http_error(request: Request, exc: Exception) -> Response:

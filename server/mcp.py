@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._body import read_body
 from .episodes import EpisodeService
-from .errors import ApiError, Conflict, NotFound, PayloadTooLarge, Unavailable, http_error
+from .errors import ApiError, Conflict, PayloadTooLarge, http_error
 
 __all__ = ["EpisodeGate", "McpEndpoints", "WorldGate", "answer_call", "call_result", "failure_result", "tool_list"]
 
@@ -229,14 +229,21 @@ class EpisodeGate:
             principal = str(scope.get("state", {}).get("principal", ""))
             try:
                 owned = await self.service.owns(episode_id, principal)
-            except Exception as exc:  # the store is down (a database restarting): fail closed, and say retry
+            except StoreUnavailable as exc:  # fail closed, and say to retry, as the API's routes do
                 log.warning("episode %s: ownership check failed: %s", episode_id, exc)
-                error = Unavailable("the episode store is unavailable; retry the request")
-            else:
-                error = None if owned else NotFound(f"no episode {episode_id!r}; create one with POST /v1/episodes")
-            if error is not None:
-                body = {"error": {"code": error.code, "message": error.message}}
-                await JSONResponse(body, status_code=error.status)(scope, receive, send)
+                body = {
+                    "error": {"code": "database_unavailable", "message": "the database is unavailable; retry shortly"}
+                }
+                await JSONResponse(body, status_code=503)(scope, receive, send)
+                return
+            if not owned:
+                body = {
+                    "error": {
+                        "code": "not_found",
+                        "message": f"no episode {episode_id!r}; create one with POST /v1/episodes",
+                    }
+                }
+                await JSONResponse(body, status_code=404)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 

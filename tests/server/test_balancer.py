@@ -91,7 +91,7 @@ async def test_postgres_restarted_mid_load_fails_calls_as_infra_errors_and_they_
     assert tally.count == agents * calls  # every call went through in the end
     assert tally.failures  # some failed while Postgres was down ...
     # ... each cleanly: a tool call's infra error, or the episode gate's 503 (it could not check the owner)
-    assert set(tally.failures) <= {"infra internal_error", "HTTP 503"}, tally.failures
+    assert set(tally.failures) <= {"infra database_unavailable", "HTTP 503"}, tally.failures
     assert problems == []  # events == acknowledged calls, seq gap-free, integrity check ok
 
 
