@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import re
 import sys
 import time
 from pathlib import Path
@@ -22,10 +23,11 @@ from simia.sim.state import apply_patch
 from simia.sim.store import open_store
 from simia.testing import FakeProvider
 from simia.testing.postgres import PostgresCluster
-from simia.testing.replicas import Replicas
+from simia.testing.replicas import Replicas, haproxy_config
 
 pytestmark = pytest.mark.slow
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
 ERA = "2025-06-18"
 HANDSHAKE = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
@@ -176,3 +178,9 @@ async def test_a_world_url_session_needs_sticky_sessions_without_them_it_fails_a
                 assert not result.is_error and result.meta and result.meta["simia/seq"] == qty
         served = sorted([await replica.calls_served() for replica in deployment.replicas])
     assert served == [0, 4]  # the session stayed on the replica that holds it
+
+
+def test_the_readme_shows_the_haproxy_config_these_tests_run() -> None:
+    block = re.search(r"```haproxy\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
+    assert block is not None
+    assert block[1] == haproxy_config(8080, [8765, 8766], sticky=True)
