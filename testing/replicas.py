@@ -57,11 +57,13 @@ def haproxy_bin() -> str:
     return found
 
 
-def haproxy_config(port: int, replicas: list[int], *, sticky: bool = False) -> str:
-    """An HAProxy config: round robin on 127.0.0.1:`port` over simia replicas on 127.0.0.1:`replicas`.
+def haproxy_config(port: int, replicas: list[int], *, sticky: bool = False, balance: str = "roundrobin") -> str:
+    """An HAProxy config: on 127.0.0.1:`port`, over simia replicas on 127.0.0.1:`replicas`.
 
     Args:
         sticky: pin handshake-era MCP sessions to the replica that created them (needed for world URLs).
+        balance: `roundrobin` (each request to the next replica), or `uri` (a consistent hash of the path:
+            each episode URL to one replica while it is up, so replicas rarely race for an episode).
     """
     stick = (
         "    stick-table type string len 128 size 1m expire 1h\n"
@@ -70,6 +72,7 @@ def haproxy_config(port: int, replicas: list[int], *, sticky: bool = False) -> s
         if sticky
         else ""
     )
+    hash_type = "\n    hash-type consistent" if balance == "uri" else ""
     servers = "".join(f"    server r{i} 127.0.0.1:{p}\n" for i, p in enumerate(replicas))
     return f"""\
 global
@@ -95,7 +98,7 @@ frontend simia
     default_backend replicas
 
 backend replicas
-    balance roundrobin
+    balance {balance}{hash_type}
     option httpchk
     http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1:{port}
     http-response set-header X-Simia-Replica %[srv_name]
@@ -146,11 +149,13 @@ class Replica:
 
     async def calls_served(self) -> int:
         """Tool calls this process has answered since it started (its `/metrics`)."""
+        return int(await self.metric("simia_tool_calls_total"))
+
+    async def metric(self, name: str) -> float:
+        """The sum of the samples of metric `name` (all labels) in this process's `/metrics`."""
         async with httpx.AsyncClient(timeout=10) as http:
             text = (await http.get(f"{self.url}/metrics")).text
-        return int(
-            sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("simia_tool_calls_total"))
-        )
+        return sum(float(line.split()[-1]) for line in text.splitlines() if line.split("{")[0].split(" ")[0] == name)
 
     def kill(self) -> None:
         """SIGKILL the process and reap it."""
@@ -180,6 +185,7 @@ class Replicas:
             `provider_latency` seconds.
         serve_args: more `simia serve` arguments for every replica.
         sticky: pin handshake-era MCP sessions to their replica (see the module docstring).
+        balance: HAProxy's `balance` (`haproxy_config`).
         balancer: start HAProxy; without it (a baseline: one replica, e.g. on SQLite) `url` is replica 0's.
     """
 
@@ -192,6 +198,7 @@ class Replicas:
         provider_latency: float = 0.0,
         serve_args: list[str] | None = None,
         sticky: bool = False,
+        balance: str = "roundrobin",
         balancer: bool = True,
     ) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="simia-replicas-"))
@@ -204,6 +211,7 @@ class Replicas:
         self._latency = provider_latency
         self._serve_args = serve_args or []
         self._sticky = sticky
+        self._balance = balance
         self._with_balancer = balancer
         self._provider: subprocess.Popen[bytes] | None = None
         self._balancer: subprocess.Popen[bytes] | None = None
@@ -260,7 +268,9 @@ class Replicas:
 
     def _spawn_balancer(self) -> subprocess.Popen[bytes]:
         config = self.root / "haproxy.cfg"
-        config.write_text(haproxy_config(self.port, [r.port for r in self.replicas], sticky=self._sticky))
+        config.write_text(
+            haproxy_config(self.port, [r.port for r in self.replicas], sticky=self._sticky, balance=self._balance)
+        )
         check = subprocess.run([haproxy_bin(), "-c", "-q", "-f", str(config)], capture_output=True, text=True)
         if check.returncode != 0:
             raise RuntimeError(f"haproxy refused its config: {check.stderr.strip()}")

@@ -28,7 +28,8 @@ RATIO_LINES = {
     "schema_validity.py": [r"ratio valid-in-the-end / calls: \d+\.\d+"],
     "replicas.py": [
         r"rounds with a lost, doubled or missing call or a failed check: 0 ",  # kill
-        r"throughput 2 replicas behind HAProxy / 1 replica direct = \d+\.\d+",  # throughput
+        r"throughput 2 replicas behind HAProxy \(roundrobin\) / 1 replica direct = \d+\.\d+",  # throughput
+        r"throughput 2 replicas behind HAProxy \(uri\) / 1 replica direct = \d+\.\d+",
     ],
     "store_engines.py": [
         r"per-call cost postgres / sqlite = \d+\.\d+",
