@@ -90,6 +90,7 @@ async def test_postgres_restarted_mid_load_fails_calls_as_infra_errors_and_they_
                 restart_postgres(), bench.run_agents(deployment.port, episodes, 1, calls, tally, deadline)
             )
             problems = await bench.store_problems(deployment.db, tally.acked)
+    print(f"postgres restart: {tally.count} calls acknowledged; failed attempts, retried: {dict(tally.failures)}")
     assert tally.count == agents * calls  # every call went through in the end
     assert tally.failures  # some failed while Postgres was down ...
     # ... each cleanly: a tool call's infra error, or the episode gate's 503 (it could not check the owner)
@@ -144,7 +145,7 @@ async def test_a_sessionless_episode_url_needs_no_sticky_sessions_its_calls_alte
                 read = await client.call_tool("get_item", {"name": "milk"})  # on the other replica
                 assert changed.structured_content == read.structured_content == {"name": "milk", "qty": qty}
         served = [await replica.calls_served() for replica in deployment.replicas]
-    assert served == [3, 3]
+    assert min(served) > 0 and sum(served) == 6  # round robin (other requests in between may shift the split)
 
 
 async def test_a_world_url_session_needs_sticky_sessions_without_them_it_fails_at_once_with_a_clear_error(
