@@ -285,7 +285,7 @@ class EpisodeService:
                 entry.record = None  # another process committed (or ended it): reload from the store
                 self.metrics.conflicts += 1
             except BaseException:
-                entry.record = None  # a held transaction that failed to commit: the cache may be ahead of it
+                entry.record = None  # e.g. a commit whose outcome is unknown (the database went away): reload
                 raise
         raise Overloaded(
             f"episode {episode_id} is busy: other replicas committed {CONFLICT_RETRIES} of its calls first; retry"

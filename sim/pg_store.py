@@ -218,7 +218,7 @@ class PgStore:
     """
 
     def __init__(
-        self, url: str, *, create: bool = True, max_connections: int = 32, connect_timeout: float = 5.0
+        self, url: str, *, create: bool = True, max_connections: int = 16, connect_timeout: float = 5.0
     ) -> None:
         self.path = url
         self.where = redact_url(url)

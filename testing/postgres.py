@@ -23,6 +23,7 @@ from itertools import count
 from pathlib import Path
 from types import TracebackType
 
+import psycopg
 from simia.server.inprocess import free_port
 
 __all__ = ["PostgresCluster", "postgres_bin"]
@@ -121,8 +122,6 @@ class PostgresCluster:
 
     def create_database(self, name: str | None = None) -> str:
         """Create an empty database (default: a new name) and return its URL."""
-        import psycopg
-
         name = name or f"simia_{next(self._names)}"
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')

@@ -6,6 +6,7 @@ Every command runs as a real `simia` subprocess, against real SQLite files and a
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -25,9 +26,14 @@ PREVIOUS = FIXTURES / "previous_release.db"  # written by simia before schema ve
 SCRIPT = FIXTURES / "mock_script.json"
 
 
-def simia(*argv: str) -> subprocess.CompletedProcess[str]:
+def simia(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "simia.cli", *argv], capture_output=True, text=True, timeout=120, cwd=FIXTURES
+        [sys.executable, "-m", "simia.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=FIXTURES,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -77,6 +83,14 @@ def test_db_migrate_upgrades_once_then_says_it_is_current(tmp_path: Path) -> Non
     assert sqlite_rows(db) == previous_rows()
 
 
+async def test_simia_db_url_is_the_default_database(pg_url: str) -> None:
+    await open_store(pg_url).close()  # a simia database, current
+    done = simia("db", "migrate", env={"SIMIA_DB_URL": pg_url})
+    assert done.returncode == 0, done.stderr
+    shown = pg_url.replace(pg_url.split("@")[0].rsplit(":", 1)[1], "***")
+    assert done.stdout == f"{shown}: schema version {SCHEMA_VERSION}, up to date\n"
+
+
 def test_db_copy_sqlite_to_postgres_and_back_keeps_every_row(tmp_path: Path, pg_url: str) -> None:
     db = tmp_path / "old.db"
     shutil.copy(PREVIOUS, db)
@@ -84,6 +98,8 @@ def test_db_copy_sqlite_to_postgres_and_back_keeps_every_row(tmp_path: Path, pg_
     assert there.returncode == 0, there.stderr
     assert "episodes 3, events 23, snapshots 1, llm_cache 22 (counts checked)" in there.stdout
     assert pg_rows(pg_url) == previous_rows()
+    exported = simia("export", "--db", pg_url, "--format", "rl", "--out", str(tmp_path / "rl.jsonl"))
+    assert exported.returncode == 0 and "wrote 3 record(s)" in exported.stdout, exported.stderr  # readers work too
     refused = simia("db", "copy", "--from", str(db), "--to", pg_url)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert "already holds episodes or cache rows; pass --replace" in refused.stderr

@@ -161,3 +161,25 @@ async def test_a_closed_store_refuses_work_and_reopening_keeps_everything(db_tar
     got = await again.get_episode("a")
     assert got is not None and got.seq == 1 and got.state == qty(1) and await again.get("k") == {"x": 1}
     await again.close()
+
+
+async def test_a_held_episode_makes_another_process_commit_wait_then_conflict(pg_url: str) -> None:
+    """Two stores on one Postgres database, as two replicas: while one holds the episode (a call that lost a
+    race runs again), the other's commit waits for it, then finds the episode moved on and writes nothing."""
+    first, second = open_store(pg_url), open_store(pg_url)
+    try:
+        await first.create_episode(episode("a"))
+        async with first.hold("a"):
+            racing = asyncio.create_task(second.commit_event("a", event(1), qty(1), expected_seq=0))
+            await asyncio.sleep(0.3)
+            assert not racing.done()  # waits on the episode's row
+            await first.commit_event("a", event(2), qty(2), expected_seq=0)
+            assert (await first.get_episode("a")).seq == 1  # type: ignore[union-attr]  # inside the held transaction
+            assert (await second.get_episode("a")).seq == 0  # type: ignore[union-attr]  # not committed yet
+        with pytest.raises(StoreConflict):
+            await racing
+        got = await second.get_episode("a")
+        assert got is not None and got.seq == 1 and got.state == qty(2) and len(await second.events("a")) == 1
+    finally:
+        await first.close()
+        await second.close()
