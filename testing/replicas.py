@@ -11,12 +11,13 @@ to kill a replica (`kill`), bring it back (`restart`) and restart Postgres under
         deployment.kill(0)      # SIGKILL replica 0; the balancer routes around it
         await deployment.restart(0)
 
-What the balancer does (`haproxy_config`): round robin; a replica that refuses a connection or
+What the balancer does (`haproxy_config`): round robin (or, with `balance="uri"`, a consistent hash
+of the path: each episode to one replica while it is up); a replica that refuses a connection or
 fails its `/healthz` check is taken out (passively on the first refused connection, actively
 by the check every 250 ms) and put back when its check passes. A request is retried on another
 replica only when it could not be sent at all (`retry-on conn-failure`, the default): a tool call
-is not idempotent, so a request that reached a replica that then died is answered 502 and left
-to the client, which retries it with the same JSON-RPC id (simia answers such a retry with the
+is not idempotent, so a request that reached a replica that then died is answered 502 (or its
+connection is cut) and left to the client, which retries it with the same JSON-RPC id (simia answers such a retry with the
 committed result if the first attempt was committed). Each answer carries the replica that
 served it (`X-Simia-Replica: r0`). With `sticky=True` the balancer pins each handshake-era MCP
 session (`Mcp-Session-Id`, learnt from the answer that created it) to the replica that holds
