@@ -17,8 +17,8 @@ fails its `/healthz` check is taken out (passively on the first refused connecti
 by the check every 250 ms) and put back when its check passes. A request is retried on another
 replica only when it could not be sent at all (`retry-on conn-failure`, the default): a tool call
 is not idempotent, so a request that reached a replica that then died is answered 502 (or its
-connection is cut) and left to the client, which retries it with the same JSON-RPC id (simia answers such a retry with the
-committed result if the first attempt was committed). Each answer carries the replica that
+connection is cut) and left to the client, which retries it with the same JSON-RPC id (simia
+answers such a retry with the committed result if the first attempt was committed). Each answer carries the replica that
 served it (`X-Simia-Replica: r0`). With `sticky=True` the balancer pins each handshake-era MCP
 session (`Mcp-Session-Id`, learnt from the answer that created it) to the replica that holds
 it; episode URLs need no stickiness.
