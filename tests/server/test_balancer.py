@@ -29,6 +29,8 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 ERA = "2025-06-18"
+MODERN = "2026-07-28"
+CLIENT = {"name": "t", "version": "0"}
 HANDSHAKE = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -185,3 +187,32 @@ def test_the_readme_shows_the_haproxy_config_these_tests_run() -> None:
     block = re.search(r"```haproxy\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
     assert block is not None
     assert block[1] == haproxy_config(8080, [8765, 8766], sticky=True)
+
+
+async def test_an_episode_url_a_replica_cannot_check_while_postgres_is_down_is_a_503_that_says_retry(
+    serve_on: Any,
+) -> None:
+    """The episode gate checks the episode's owner in the store when the replica has not served it yet."""
+    with PostgresCluster() as cluster:  # its own cluster: stopping the session's would stop other tests
+        db = cluster.create_database()
+        async with serve_on(db)() as first, httpx.AsyncClient() as http:
+            episode = (await http.post(f"{first.url}/v1/episodes", json={"world": "mock"})).json()
+            async with serve_on(db)() as other:  # another replica: it has never seen the episode
+                cluster.stop("immediate")
+                meta = {f"io.modelcontextprotocol/{k}": v for k, v in
+                        [("protocolVersion", MODERN), ("clientCapabilities", {}), ("clientInfo", CLIENT)]}  # fmt: skip
+                call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
+                headers = {**HANDSHAKE, "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"}
+                refused = await http.post(f"{other.url}/episodes/{episode['id']}/mcp", headers=headers, json=call)
+                cluster.start()
+                answers = []
+                while not answers or answers[-1].status_code == 503:  # pooled connections from before the restart
+                    assert len(answers) < 40, "still refused 40 tries after Postgres came back"  # fail one try each
+                    answers.append(await http.post(f"{other.url}/episodes/{episode['id']}/mcp", headers=headers,
+                                                    json=call))  # fmt: skip
+    assert refused.status_code == 503
+    assert refused.json() == {
+        "error": {"code": "database_unavailable", "message": "the database is unavailable; retry shortly"}
+    }
+    assert answers[-1].status_code == 200 and "set_quantity" in answers[-1].text  # the tools, once Postgres is back
+    assert all(a.json()["error"]["code"] == "database_unavailable" for a in answers[:-1])
