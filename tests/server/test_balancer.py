@@ -155,9 +155,8 @@ async def test_a_world_url_session_needs_sticky_sessions_without_them_it_fails_a
 ) -> None:
     async with Replicas(2, db=pg_url) as deployment, httpx.AsyncClient() as http:
         world = f"{deployment.url}/worlds/mock/mcp"
-        client = {"name": "t", "version": "0"}
         init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                "params": {"protocolVersion": ERA, "capabilities": {}, "clientInfo": client}}  # fmt: skip
+                "params": {"protocolVersion": ERA, "capabilities": {}, "clientInfo": CLIENT}}  # fmt: skip
         opened = await http.post(world, headers=HANDSHAKE, json=init)
         session = {
             **HANDSHAKE,
