@@ -19,6 +19,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 from mcp import Client, MCPError
+from simia.sim.records import EpisodeRecord, EventRecord
 from simia.sim.state import apply_patch
 from simia.sim.store import open_store
 from simia.testing import FakeProvider
@@ -215,3 +216,24 @@ async def test_an_episode_url_a_replica_cannot_check_while_postgres_is_down_is_a
     }
     assert answers[-1].status_code == 200 and "set_quantity" in answers[-1].text  # the tools, once Postgres is back
     assert all(a.json()["error"]["code"] == "database_unavailable" for a in answers[:-1])
+
+
+async def test_the_kill_check_reports_an_acknowledged_call_the_store_lost_or_a_call_it_holds_twice(
+    pg_url: str,
+) -> None:
+    """Test of the test: the store check the kill rounds rely on can fail."""
+    bench = bench_replicas()
+    store = open_store(pg_url)
+    try:
+        await store.create_episode(EpisodeRecord(id="ep_check", world="mock", world_hash="h", initial_state={},
+                                                 state={}))  # fmt: skip
+        for _ in range(3):
+            event = EventRecord(tool="get_item", arguments={}, output={}, text="", is_error=False)
+            await store.commit_event("ep_check", event, None)
+    finally:
+        await store.close()
+    assert await bench.store_problems(pg_url, {"ep_check": [1, 2, 3]}) == []
+    lost = await bench.store_problems(pg_url, {"ep_check": [1, 2, 3, 4]})  # acknowledged 4, stored 3
+    twice = await bench.store_problems(pg_url, {"ep_check": [1, 2]})  # stored a third the agent got no answer for
+    assert lost == ["ep_check: acknowledged seqs [1, 2, 3, 4], stored [1, 2, 3]"]
+    assert twice == ["ep_check: acknowledged seqs [1, 2], stored [1, 2, 3]"]
