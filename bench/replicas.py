@@ -12,7 +12,9 @@ kill        `--rounds` rounds (default 20) of `--agents` concurrent agents (defa
             store's integrity check; calls were acknowledged while the replica was down (by the
             survivor); the restarted replica answered calls.
 throughput  1,000 concurrent episodes x 5 calls at a 200 ms backend: 2 replicas on Postgres behind
-            HAProxy vs 1 replica direct on SQLite (targets: ratio >= 0.80, 0 errors).
+            HAProxy vs 1 replica direct on SQLite (targets: ratio >= 0.80, 0 errors), with HAProxy
+            doing round robin, then hashing the URI (each episode to one replica); each prints how
+            many calls were simulated again because the other replica committed first.
 
 Load comes from the lean driver (`_driver.py`, MCP 2026-07-28 requests). Postgres runs with fsync
 off and SQLite with `--synchronous NORMAL`: both keep every acknowledged commit through a killed
