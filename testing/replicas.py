@@ -58,8 +58,10 @@ def haproxy_bin() -> str:
     return found
 
 
-def haproxy_config(port: int, replicas: list[int], *, sticky: bool = False, balance: str = "roundrobin") -> str:
-    """An HAProxy config: on 127.0.0.1:`port`, over simia replicas on 127.0.0.1:`replicas`.
+def haproxy_config(
+    port: int, servers: list[str], *, bind: str = "127.0.0.1", sticky: bool = False, balance: str = "roundrobin"
+) -> str:
+    """An HAProxy config: listening on `bind`:`port`, over simia replicas at `servers` ("HOST:PORT" each).
 
     Args:
         sticky: pin handshake-era MCP sessions to the replica that created them (needed for world URLs).
@@ -74,7 +76,7 @@ def haproxy_config(port: int, replicas: list[int], *, sticky: bool = False, bala
         else ""
     )
     hash_type = "\n    hash-type consistent" if balance == "uri" else ""
-    servers = "".join(f"    server r{i} 127.0.0.1:{p}\n" for i, p in enumerate(replicas))
+    lines = "".join(f"    server r{i} {address}\n" for i, address in enumerate(servers))
     return f"""\
 global
     maxconn 8000
@@ -95,7 +97,7 @@ defaults
     option redispatch 1
 
 frontend simia
-    bind 127.0.0.1:{port}
+    bind {bind}:{port}
     default_backend replicas
 
 backend replicas
@@ -104,7 +106,7 @@ backend replicas
     http-check send meth GET uri /healthz ver HTTP/1.1 hdr Host 127.0.0.1:{port}
     http-response set-header X-Simia-Replica %[srv_name]
     default-server check inter 250ms fall 2 rise 1 observe layer4 error-limit 1 on-error mark-down maxconn 5000
-{stick}{servers}"""
+{stick}{lines}"""
 
 
 class Replica:
@@ -270,7 +272,9 @@ class Replicas:
     def _spawn_balancer(self) -> subprocess.Popen[bytes]:
         config = self.root / "haproxy.cfg"
         config.write_text(
-            haproxy_config(self.port, [r.port for r in self.replicas], sticky=self._sticky, balance=self._balance)
+            haproxy_config(
+                self.port, [f"127.0.0.1:{r.port}" for r in self.replicas], sticky=self._sticky, balance=self._balance
+            )
         )
         check = subprocess.run([haproxy_bin(), "-c", "-q", "-f", str(config)], capture_output=True, text=True)
         if check.returncode != 0:

@@ -186,7 +186,12 @@ async def test_a_world_url_session_needs_sticky_sessions_without_them_it_fails_a
 def test_the_readme_shows_the_haproxy_config_these_tests_run() -> None:
     block = re.search(r"```haproxy\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
     assert block is not None
-    assert block[1] == haproxy_config(8080, [8765, 8766], sticky=True)
+    assert block[1] == haproxy_config(8080, ["127.0.0.1:8765", "127.0.0.1:8766"], sticky=True)
+
+
+def test_the_docker_compose_example_uses_the_haproxy_config_these_tests_run() -> None:
+    example = (ROOT / "examples" / "replicas" / "haproxy.cfg").read_text(encoding="utf-8")
+    assert example == haproxy_config(8080, ["simia-1:8765", "simia-2:8765"], bind="0.0.0.0", sticky=True)
 
 
 async def test_an_episode_url_a_replica_cannot_check_while_postgres_is_down_is_a_503_that_says_retry(
