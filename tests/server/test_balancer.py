@@ -8,6 +8,7 @@ The kill rounds are `bench/replicas.py kill`'s, which runs 20 of them for the RE
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import re
 import sys
@@ -49,11 +50,15 @@ def bench_replicas() -> ModuleType:
     return load("bench_replicas", BENCH / "replicas.py")
 
 
+@functools.cache
+def replicas_test() -> ModuleType:
+    """tests/server/test_replicas.py (the two-replica test without a balancer), for its simulator."""
+    return load("pg_test_replicas", Path(__file__).with_name("test_replicas.py"))
+
+
 def counting_answer(body: dict[str, Any]) -> dict[str, Any]:
-    """The replicas test's simulator (test_replicas.py): `set_quantity` adds one to the quantity it is shown."""
-    answer: dict[str, Any] = load("pg_test_replicas", Path(__file__).with_name("test_replicas.py")).counting_answer(
-        body
-    )
+    """test_replicas.py's simulator: `set_quantity` adds one to the quantity it is shown."""
+    answer: dict[str, Any] = replicas_test().counting_answer(body)
     return answer
 
 
