@@ -18,6 +18,8 @@ $(STAMP): pyproject.toml .ci/langchain-venv.sh
 	bash .ci/langchain-venv.sh  # langchain-mcp-adapters pins mcp<2: its recipe test uses its own venv
 	command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql)  # Postgres tests
+	command -v haproxy >/dev/null || test -x /usr/sbin/haproxy || \
+		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q haproxy)  # multi-replica tests
 	touch $@
 
 install: $(STAMP) ## .venv with simia and its dev, local, recipes and train extras (builds llama-cpp-python once)

@@ -227,7 +227,16 @@ class EpisodeGate:
         if scope["type"] == "http":
             episode_id = scope.get("path_params", {}).get("episode_id", "")
             principal = str(scope.get("state", {}).get("principal", ""))
-            if not await self.service.owns(episode_id, principal):
+            try:
+                owned = await self.service.owns(episode_id, principal)
+            except StoreUnavailable as exc:  # fail closed, and say to retry, as the API's routes do
+                log.warning("episode %s: ownership check failed: %s", episode_id, exc)
+                body = {
+                    "error": {"code": "database_unavailable", "message": "the database is unavailable; retry shortly"}
+                }
+                await JSONResponse(body, status_code=503)(scope, receive, send)
+                return
+            if not owned:
                 body = {
                     "error": {
                         "code": "not_found",

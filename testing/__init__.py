@@ -5,6 +5,8 @@
   faults (`Chaos`) (`python -m simia.testing.fake_provider --port P` runs one until killed).
 - `mock_world_answer`: a flawless rule-based simulator of the bundled `mock` world, for
   `FunctionBackend(mock_world_answer)`.
+- `simia.testing.replicas.Replicas` (a submodule: it runs Postgres and HAProxy binaries): Postgres, N
+  `simia serve` replicas and HAProxy in front, as processes a test can kill and restart.
 
 The scripted backend (`scripted:FILE`, `simia.sim.backends.scripted`) is a real backend, not a double:
 it stays among the backends.

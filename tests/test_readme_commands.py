@@ -166,7 +166,13 @@ COVERED: dict[str, tuple[str, ...]] = {
 }
 IMPORTS_MCP = "tests/cli/test_import_mcp.py imports the pinned npm server and simia's own over stdio and HTTP"
 IMPORTS_OPENAPI = "tests/cli/test_import_openapi.py imports the committed specs (tests/fixtures/openapi)"
+BALANCED = "the replicas behind HAProxy: tests/server/test_balancer.py runs them (simia.testing.replicas)"
 NOT_RUN = {
+    "simia serve --backend openai:gpt-5.4-mini --db postgresql://simia@127.0.0.1:5432/simia --port 8765 "
+    "--public-url http://127.0.0.1:8080": BALANCED,
+    "simia serve --backend openai:gpt-5.4-mini --db postgresql://simia@127.0.0.1:5432/simia --port 8766 "
+    "--public-url http://127.0.0.1:8080": BALANCED,
+    "haproxy -f simia-haproxy.cfg": BALANCED + ", with the config README.md shows (checked there)",
     "make demo": "installs a venv and builds llama-cpp-python; tests/test_make.py checks what it runs",
     "make test": "runs this very suite; tests/test_make.py checks what it runs",
     "simia import mcp https://mcp.example.com/mcp --header 'Authorization: Bearer $TOKEN'": "a placeholder server; "
@@ -222,6 +228,7 @@ INLINE_NOT_RUN = {
     "python bench/fuzz_api.py --cases 10000": "the long run (minutes); tests/bench/test_benches.py runs it --quick",
     "python bench/fuzz_mcp.py --cases 10000": "the long run (minutes); tests/bench/test_benches.py runs it --quick",
     "python bench/chaos_provider.py --agents 200 --calls 10": "tests/bench/test_benches.py runs it --quick",
+    "python bench/replicas.py kill --rounds 20": "the long run; tests/server/test_balancer.py runs 5 rounds",
     "simia import": NAMES_ONLY,
     "simia import mcp": NAMES_ONLY,
     "simia import openapi": NAMES_ONLY,

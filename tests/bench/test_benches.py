@@ -27,6 +27,11 @@ RATIO_LINES = {
     "local_latency.py": [r"p50 / prediction = \d+\.\d+"],
     "prompt_size.py": [r"ratio simia / full history at call \d+: +\d+\.\d+"],
     "schema_validity.py": [r"ratio valid-in-the-end / calls: \d+\.\d+"],
+    "replicas.py": [
+        r"rounds with a lost, doubled or missing call or a failed check: 0 ",  # kill
+        r"throughput 2 replicas behind HAProxy \(roundrobin\) / 1 replica direct = \d+\.\d+",  # throughput
+        r"throughput 2 replicas behind HAProxy \(uri\) / 1 replica direct = \d+\.\d+",
+    ],
     "store_engines.py": [
         r"per-call cost postgres / sqlite = \d+\.\d+",
         r"fork p50 sqlite \d+\.\d+ ms, postgres \d+\.\d+ ms",
