@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ValidationError
-from simia.sim.errors import SimiaError, StateError
+from simia.sim.errors import SimiaError, StateError, StoreUnavailable
 from simia.sim.judge import Judge
 from simia.sim.simulator import Simulator
 from simia.sim.store import Store
@@ -66,6 +66,8 @@ __all__ = ["SimiaApp", "tune_gc"]
 
 log = logging.getLogger("simia.server")
 MAX_JSON_BODY = MAX_BODY
+RETRY_AFTER_S = 5
+"""The Retry-After (seconds) of a 503 for a database that cannot be written or a server that is draining."""
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -288,6 +290,7 @@ class SimiaApp:
             exception_handlers={
                 ApiError: self._api_error,
                 StateError: self._state_error,
+                StoreUnavailable: self._store_error,
                 HTTPException: http_error,
                 Exception: self._internal_error,
             },
@@ -318,6 +321,9 @@ class SimiaApp:
             await asyncio.sleep(interval)
             try:
                 abandoned = await self.service.sweep_idle()
+            except StoreUnavailable as exc:
+                log.warning("idle sweep not stored (the next one retries): %s", exc)
+                continue
             except Exception:
                 log.exception("idle sweep failed")
                 continue
@@ -331,6 +337,16 @@ class SimiaApp:
 
     async def _state_error(self, request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": {"code": "invalid_state", "message": str(exc)}}, status_code=400)
+
+    async def _store_error(self, request: Request, exc: Exception) -> Response:
+        """The disk refused the request's write (full, read-only): 503, retry later; nothing of it was stored."""
+        log.warning("%s %s not stored: %s", request.method, request.url.path, exc)
+        response = _error(
+            503, "storage_unavailable", "the server's database cannot be written now (disk full or read-only); "
+            "nothing was stored; retry later"
+        )
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        return response
 
     async def _internal_error(self, request: Request, exc: Exception) -> Response:
         """A bug, not bad input: still the API's error shape (the traceback goes to the server log)."""
@@ -424,7 +440,9 @@ class SimiaApp:
             episode = await self.service.end(
                 request.path_params["episode_id"], request.state.principal, body.transcript, tokens
             )
-        except SimiaError as exc:
+        except StoreUnavailable:
+            raise
+        except SimiaError as exc:  # a transcript the judge cannot take
             raise BadRequest(str(exc)) from None
         return _json(self._episode(request, episode, EndedEpisode))
 

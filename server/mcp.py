@@ -23,6 +23,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic_core import to_json
+from simia.sim.errors import StoreUnavailable
 from simia.sim.store import EventRecord
 from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND, META_INJECTED, META_SEQ
 from simia.sim.world import World
@@ -36,9 +37,19 @@ from ._body import read_body
 from .episodes import EpisodeService
 from .errors import ApiError, Conflict, PayloadTooLarge, http_error
 
-__all__ = ["EpisodeGate", "McpEndpoints", "WorldGate", "answer_call", "call_result", "failure_result", "tool_list"]
+__all__ = [
+    "STORAGE_TEXT",
+    "EpisodeGate",
+    "McpEndpoints",
+    "WorldGate",
+    "answer_call",
+    "call_result",
+    "failure_result",
+    "tool_list",
+]
 
 log = logging.getLogger("simia.mcp")
+STORAGE_TEXT = "The environment cannot record calls right now (its storage is full or read-only); this call was not made. Try again later."
 
 
 def tool_list(world: World) -> list[types.Tool]:
@@ -106,6 +117,9 @@ async def answer_call(
         event = await service.call(episode_id, principal, name, arguments, request_key=key)
     except ApiError as exc:
         return failure_result(exc.message, "infra", exc.code, episode_id)
+    except StoreUnavailable as exc:  # the disk, not the call: nothing was stored, the same call may be retried
+        log.warning("tool call not stored: episode=%s tool=%s: %s", episode_id, name, exc)
+        return failure_result(STORAGE_TEXT, "infra", "storage_unavailable", episode_id)
     except Exception:
         log.exception("tool call failed: episode=%s tool=%s", episode_id, name)
         return failure_result("Internal error in the tool simulator. Try again.", "infra", "internal_error", episode_id)
@@ -201,6 +215,8 @@ class McpEndpoints:
             episode_id = await self._world_episode(ctx)
         except ApiError as exc:
             return failure_result(exc.message, "infra", exc.code, "")
+        except StoreUnavailable:
+            return failure_result(STORAGE_TEXT, "infra", "storage_unavailable", "")
         return await self._call(ctx, episode_id, principal_of(_request(ctx)), params)
 
     async def _call(
@@ -274,7 +290,7 @@ class WorldGate:
             if episode_id is not None:
                 try:
                     await self.endpoints.service.end(episode_id, principal)
-                except ApiError:
+                except (ApiError, StoreUnavailable):
                     log.warning("could not end episode %s of closed session", episode_id)
 
     def _recording(self, send: Send, principal: str) -> Send:

@@ -5,6 +5,7 @@
     ├── UnknownWorldError     a world name that is not loaded
     ├── StateError            a state patch does not apply or breaks the state schema
     ├── StoreConfigError      a --db target no store implementation opens
+    ├── StoreUnavailable      the database cannot take a write now (disk full, read-only, I/O): infrastructure
     ├── WorldExistsError      a world folder is already there (pass force to replace it)
     ├── ImportSourceError     an MCP server or API description that cannot become a world
     └── BackendError          the model backend failed (infrastructure, never the agent's fault)
@@ -35,6 +36,7 @@ __all__ = [
     "SimiaError",
     "StateError",
     "StoreConfigError",
+    "StoreUnavailable",
     "UnknownWorldError",
     "WorldError",
     "WorldExistsError",
@@ -87,6 +89,12 @@ class StateError(SimiaError):
 
 class StoreConfigError(SimiaError):
     """A database target no store implementation opens (an unknown URL scheme, or Postgres before it is built)."""
+
+
+class StoreUnavailable(SimiaError):
+    """The database refused a transaction it would accept on a healthy disk: full, read-only, an I/O error, or
+    locked by another process. Infrastructure, not the caller's fault; the transaction was rolled back whole
+    (nothing of it is stored), and the same request succeeds once the disk is healthy again."""
 
 
 class WorldExistsError(SimiaError):
