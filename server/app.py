@@ -55,6 +55,7 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ._body import MAX_BODY, read_body
+from .drain import Drain, DrainGate
 from .episodes import EpisodeService
 from .errors import ApiError, BadRequest, http_error
 from .mcp import EpisodeGate, McpEndpoints, WorldGate
@@ -296,7 +297,9 @@ class SimiaApp:
             },
         )
         self.starlette = inner
-        self.app: ASGIApp = Guard(EpisodeMcpShortcut(episode_gate, inner), self.settings)
+        self.drain = Drain(RETRY_AFTER_S)
+        """Refuses new requests once started, and tracks those in flight (`simia serve` starts it on SIGTERM)."""
+        self.app: ASGIApp = DrainGate(Guard(EpisodeMcpShortcut(episode_gate, inner), self.settings), self.drain)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app(scope, receive, send)
@@ -342,8 +345,9 @@ class SimiaApp:
         """The disk refused the request's write (full, read-only): 503, retry later; nothing of it was stored."""
         log.warning("%s %s not stored: %s", request.method, request.url.path, exc)
         response = _error(
-            503, "storage_unavailable", "the server's database cannot be written now (disk full or read-only); "
-            "nothing was stored; retry later"
+            503,
+            "storage_unavailable",
+            "the server's database cannot be written now (disk full or read-only); nothing was stored; retry later",
         )
         response.headers["Retry-After"] = str(RETRY_AFTER_S)
         return response

@@ -38,7 +38,9 @@ def assert_gap_free(db: Path) -> None:
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         for episode_id, seq in conn.execute("SELECT id, seq FROM episodes"):
-            seqs = [r[0] for r in conn.execute("SELECT seq FROM events WHERE episode_id = ? ORDER BY seq", (episode_id,))]
+            seqs = [
+                r[0] for r in conn.execute("SELECT seq FROM events WHERE episode_id = ? ORDER BY seq", (episode_id,))
+            ]
             assert seqs == list(range(1, seq + 1)), episode_id
 
 
