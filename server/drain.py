@@ -84,7 +84,10 @@ class DrainGate:
             await self.app(scope, receive, sending)
         except asyncio.CancelledError:  # still running when the drain timed out: say so in the API's shape
             if drain.draining and not started:
-                message = "the server shut down before this request finished (--drain-timeout passed); it may have taken effect or not"
+                message = (
+                    "the server shut down before this request finished (--drain-timeout passed); "
+                    "it may have taken effect or not"
+                )
                 await self._refuse(message, scope, receive, send)
             raise
         finally:

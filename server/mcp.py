@@ -49,7 +49,11 @@ __all__ = [
 ]
 
 log = logging.getLogger("simia.mcp")
-STORAGE_TEXT = "The environment cannot record calls right now (its storage is full or read-only); this call was not made. Try again later."
+STORAGE_TEXT = (
+    "The environment cannot record calls right now (its storage is full or read-only); "
+    "this call was not made. Try again later."
+)
+"""What the agent reads when the database refused a call's commit (`storage_unavailable`, kind `infra`)."""
 
 
 def tool_list(world: World) -> list[types.Tool]:

@@ -90,6 +90,15 @@ async def healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
     raise TimeoutError("simia serve did not become healthy within 30 s")
 
 
+async def at_the_model(provider: FakeProvider, n: int) -> None:
+    """Wait until `n` simulated calls are waiting on the (slow) model."""
+    for _ in range(600):
+        if len(provider.requests) >= n:
+            return
+        await asyncio.sleep(0.02)
+    raise TimeoutError(f"{n} calls did not reach the model within 12 s")
+
+
 async def wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, float]:
     """The exit code and how long the process took to exit (polled without blocking the event loop)."""
     start = time.monotonic()
@@ -119,9 +128,8 @@ async def test_sigterm_lets_calls_in_flight_finish_refuses_new_ones_with_503_and
                     return result
 
                 in_flight = [asyncio.create_task(call(e, i + 1)) for i, e in enumerate(episodes)]
-                while len(provider.requests) < len(episodes):  # every call is at the model
-                    assert not any(t.done() for t in in_flight)
-                    await asyncio.sleep(0.02)
+                await at_the_model(provider, len(episodes))
+                assert not any(t.done() for t in in_flight)
                 proc.send_signal(signal.SIGTERM)
                 sent = time.monotonic()
                 refused = []
@@ -165,8 +173,7 @@ async def test_a_call_that_outlasts_the_drain_timeout_does_not_hold_the_exit(tmp
                 hung = asyncio.create_task(
                     http.post(episode["mcp_url"].removeprefix(url), json=MCP_CALL, headers=_MCP, timeout=60)
                 )
-                while not provider.requests:
-                    await asyncio.sleep(0.02)
+                await at_the_model(provider, 1)
                 proc.send_signal(signal.SIGTERM)
                 code, took = await wait_exit(proc, timeout=30)
                 cut = await hung  # cut off at the bound, in the API's error shape
