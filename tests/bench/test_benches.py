@@ -23,6 +23,7 @@ RATIO_LINES = {
     "chaos_provider.py": [r"provider chaos: \d+ agents, \d+ calls, 0 failures"],
     "fuzz_api.py": [r"api fuzz: \d+ cases, 0 failures"],
     "fuzz_mcp.py": [r"mcp fuzz: \d+ cases, 0 failures"],
+    "kill_rounds.py": [r"kill rounds: \d+ rounds, \d+ acknowledged, 0 lost, integrity ok, 0 seq gaps"],
     "local_latency.py": [r"p50 / prediction = \d+\.\d+"],
     "prompt_size.py": [r"ratio simia / full history at call \d+: +\d+\.\d+"],
     "schema_validity.py": [r"ratio valid-in-the-end / calls: \d+\.\d+"],
