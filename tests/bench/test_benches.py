@@ -27,6 +27,7 @@ RATIO_LINES = {
     "local_latency.py": [r"p50 / prediction = \d+\.\d+"],
     "prompt_size.py": [r"ratio simia / full history at call \d+: +\d+\.\d+"],
     "schema_validity.py": [r"ratio valid-in-the-end / calls: \d+\.\d+"],
+    "soak.py": [r"soak: [\d,]+ calls, 0 errors, 0 leaks; p99 last / first window after warm-up = \d+\.\d+"],
     "server_load.py": [
         r"per-call cost simia / bare = \d+\.\d+",  # overhead
         r"throughput simia / bare = \d+\.\d+",  # scale
