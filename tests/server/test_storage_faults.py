@@ -2,8 +2,9 @@
 half-written, and the server recovers when the disk does.
 
 In process, SQLite's own limits stand in for the disk (`PRAGMA max_page_count` for a full one,
-`PRAGMA query_only` for a read-only one), set on the store's one connection; a real `simia serve` on a
-real, full filesystem is in `test_processes.py`.
+`PRAGMA query_only` for a read-only one; a mounted filesystem cannot be remounted read-only while the
+database is open for writing), set on the store's one connection. A real `simia serve`
+on a real filesystem that fills up is in `test_processes.py`.
 """
 
 from __future__ import annotations
