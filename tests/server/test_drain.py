@@ -144,7 +144,8 @@ async def test_sigterm_lets_calls_in_flight_finish_refuses_new_ones_with_503_and
                     assert refused[0].status_code == 201
                     await asyncio.sleep(0.01)
                 results = await asyncio.gather(*in_flight)
-            code, took = await wait_exit(proc, timeout=30)
+            code, _ = await wait_exit(proc, timeout=30)
+            took = time.monotonic() - sent
     assert [r.status_code for r in refused] == [503, 503, 503]
     for response in refused:
         assert response.headers["retry-after"] == "5"
@@ -157,8 +158,8 @@ async def test_sigterm_lets_calls_in_flight_finish_refuses_new_ones_with_503_and
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert acked == stored
     assert code == 0
-    assert time.monotonic() - sent < 20  # drained as soon as the calls finished, not at the timeout
-    assert took < 20
+    assert took < 20  # drained as soon as the calls finished, not at the timeout
+    print(f"drain: {len(acked)} calls in flight acknowledged, exit 0 {took:.1f} s after SIGTERM")
 
 
 async def test_a_call_that_outlasts_the_drain_timeout_does_not_hold_the_exit(tmp_path: Path) -> None:
@@ -181,3 +182,4 @@ async def test_a_call_that_outlasts_the_drain_timeout_does_not_hold_the_exit(tmp
     assert "may have taken effect or not" in cut.json()["error"]["message"]
     assert code == 0
     assert took < 1 + 4  # --drain-timeout, then uvicorn's 1 s for what is left and closing the store
+    print(f"drain: a hung call with --drain-timeout 1 answered 503, exit 0 {took:.1f} s after SIGTERM")
