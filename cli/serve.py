@@ -128,15 +128,7 @@ def _serve(args: argparse.Namespace) -> int:
     auth = "bearer token required" if app.settings.requires_token else "none (local only)"
     print(f"  auth: {auth}; metrics: {base}/metrics", flush=True)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=1)
-    server = DrainingServer(config, app, args.drain_timeout)
-
-    async def run() -> None:
-        try:
-            await server.serve()
-        finally:
-            await app.store.close()
-
-    asyncio.run(run())
+    DrainingServer(config, app, args.drain_timeout).run()
     return 0
 
 
@@ -147,31 +139,35 @@ class DrainingServer(uvicorn.Server):
 
     def __init__(self, config: uvicorn.Config, app: SimiaApp, drain_timeout: float) -> None:
         super().__init__(config)
-        self.app = app
+        self.simia = app
         self.drain_timeout = drain_timeout
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drainer: asyncio.Task[None] | None = None
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        """Serve until stopped, then close the store (its last group commit included)."""
         self._loop = asyncio.get_running_loop()
-        await super().serve(sockets)
+        try:
+            await super().serve(sockets)
+        finally:
+            await self.simia.store.close()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.app.drain.draining or self._loop is None:
+        if self.simia.drain.draining or self._loop is None:
             super().handle_exit(sig, frame)
             return
-        self.app.drain.start()
+        self.simia.drain.start()
         self._loop.call_soon_threadsafe(self._start_drain)
 
     def _start_drain(self) -> None:
         self._drainer = asyncio.create_task(self._drain())
 
     async def _drain(self) -> None:
-        drained = await self.app.drain.wait(self.drain_timeout)
+        drained = await self.simia.drain.wait(self.drain_timeout)
         if not drained:
             log.warning(
                 "%d request(s) still running after --drain-timeout %.0f s: stopping anyway",
-                self.app.drain.in_flight,
+                self.simia.drain.in_flight,
                 self.drain_timeout,
             )
         self.should_exit = True
