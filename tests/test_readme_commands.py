@@ -204,6 +204,8 @@ INLINE_NOT_RUN = {
     "python bench/fuzz_api.py --cases 10000": "the long run (minutes); tests/bench/test_benches.py runs it --quick",
     "python bench/fuzz_mcp.py --cases 10000": "the long run (minutes); tests/bench/test_benches.py runs it --quick",
     "python bench/chaos_provider.py --agents 200 --calls 10": "tests/bench/test_benches.py runs it --quick",
+    "python bench/kill_rounds.py": "the long run (minutes); tests/bench/test_benches.py runs it --quick",
+    "python bench/soak.py": "the long run (minutes); tests/bench/test_benches.py runs it --quick",
     "simia import": NAMES_ONLY,
     "simia import mcp": NAMES_ONLY,
     "simia import openapi": NAMES_ONLY,
