@@ -251,6 +251,8 @@ class EpisodeService:
                 world, event = await self._call_locked(entry, episode_id, principal, tool, arguments, request_key)
         finally:
             entry.users -= 1
+            if entry.record is None or entry.record.status != "active":  # a call on a closed episode: keep nothing
+                self._forget(episode_id, entry)
         self._observe(world, episode_id, event, time.monotonic() - start)
         return event
 

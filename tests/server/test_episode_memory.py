@@ -11,7 +11,7 @@ from simia.server.settings import ServerSettings
 
 
 async def test_ending_an_episode_or_sweeping_it_idle_drops_it_from_memory(make_server: Any) -> None:
-    async with make_server(ServerSettings(idle_timeout=0.01)) as server, httpx.AsyncClient(base_url=server.url) as http:
+    async with make_server(ServerSettings(idle_timeout=3600)) as server, httpx.AsyncClient(base_url=server.url) as http:
         service = server.app.service
         ended, idle = [(await http.post("/v1/episodes", json={"world": "mock"})).json() for _ in range(2)]
         for episode in (ended, idle):
@@ -20,10 +20,12 @@ async def test_ending_an_episode_or_sweeping_it_idle_drops_it_from_memory(make_s
         assert {ended["id"], idle["id"]} <= set(service._live)
         await http.post(f"/v1/episodes/{ended['id']}/end", json={})
         assert ended["id"] not in service._live
-        await service.sweep_idle()  # (or the server's own sweeper, every second, got there first)
+        service.settings.idle_timeout = 0.0  # every active episode is idle now (the server's sweeper waits 60 s)
+        assert await service.sweep_idle() == [idle["id"]]
         assert idle["id"] not in service._live
         detail = (await http.get(f"/v1/episodes/{idle['id']}")).json()  # the store still has all of it
         assert (detail["status"], len(detail["events"])) == ("abandoned", 1)
         async with Client(idle["mcp_url"]) as client:
             late = await client.call_tool("get_item", {"name": "milk"})
         assert late.is_error and late.meta and late.meta["simia/error_code"] == "conflict"
+        assert idle["id"] not in service._live  # a call on a closed episode leaves nothing behind either
