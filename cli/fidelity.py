@@ -5,13 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from simia.clients.fidelity import load_calls, run_fidelity
+from simia.clients.agent import Agent
+from simia.clients.fidelity import FidelityReport, load_calls, run_agent_fidelity, run_fidelity
+from simia.clients.user import UserSimulator
+from simia.sim.backends import Backend
 from simia.sim.loader import load_world
+from simia.sim.world import World
 
-from ._common import CliError, add_model_flags, add_worlds_dir, backend, load_world_set
+from ._common import CliError, add_model_flags, add_worlds_dir, backend, load_world_set, positive
 
 __all__ = ["register"]
 
@@ -26,14 +31,13 @@ def _fidelity(args: argparse.Namespace) -> int:
     real: str | list[str] = args.real or args.command_after_dashes
     if not real:
         raise CliError("say where the real server is: --real URL, or -- COMMAND ARGS... (stdio)")
-    try:
-        calls = load_calls(args.calls, world)
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
+    if bool(args.calls) == bool(args.agent):
+        raise CliError("say what to run: --calls FILE.jsonl, or --agent SPEC --task ID (one of the two)")
     headers = dict(h.split(":", 1) for h in args.header or [])
     model = backend(args.backend, args)
+    run = _sequence(args, world, real, model, headers)
     try:
-        report = asyncio.run(run_fidelity(world, real, calls, model, headers=headers, allow_drift=args.allow_drift))
+        report = asyncio.run(run)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     except Exception as exc:  # the real server: unreachable, or died mid-run
@@ -42,10 +46,37 @@ def _fidelity(args: argparse.Namespace) -> int:
     if args.report:
         Path(args.report).write_text(json.dumps(report.as_dict(), indent=1, default=str) + "\n")
         print(f"report: {args.report}")
+    if report.stopped:
+        return 1
     if args.min_agreement is not None and report.agreement() < args.min_agreement:
         print(f"agreement {report.agreement():.2f} is under --min-agreement {args.min_agreement}")
         return 1
     return 0
+
+
+def _sequence(
+    args: argparse.Namespace, world: World, real: str | list[str], model: Backend, headers: dict[str, str]
+) -> Coroutine[Any, Any, FidelityReport]:
+    """What to run on both sides, checked before anything runs: a calls file, or the agent on a task."""
+    grader = backend(args.grade, args) if args.grade else None
+    if args.calls:
+        try:
+            calls = load_calls(args.calls, world)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        return run_fidelity(world, real, calls, model, headers=headers, allow_drift=args.allow_drift, grader=grader)
+    if args.task is None:
+        raise CliError("--agent runs one of the world's tasks: add --task ID")
+    task = world.task(args.task)
+    if task is None:
+        known = ", ".join(t.id for t in world.tasks) or "none"
+        raise CliError(f"world {world.name!r} has no task {args.task!r} (its tasks: {known})")
+    agent = Agent(backend(args.agent, args), max_turns=args.max_turns)
+    user_model = backend(args.user, args) if args.user and task.user_hidden else None
+    user = UserSimulator(user_model, instruction=task.instruction, hidden=task.user_hidden) if user_model else None
+    return run_agent_fidelity(
+        world, real, agent, task, model, user=user, headers=headers, allow_drift=args.allow_drift, grader=grader
+    )
 
 
 def register(sub: Any) -> None:
@@ -59,9 +90,14 @@ def register(sub: Any) -> None:
         help="the real server: a streamable HTTP URL, or `--real -- COMMAND ARGS...` (stdio; `--real` may be left out)",
     )
     p.add_argument("--header", action="append", metavar="K:V", help="HTTP header for --real URL (repeatable)")
-    p.add_argument("--calls", required=True, metavar="FILE", help='JSONL: one {"tool", "arguments"} a line')
+    p.add_argument("--calls", metavar="FILE", help='JSONL: one {"tool", "arguments"} a line')
+    p.add_argument("--agent", metavar="SPEC", help="instead of --calls: the built-in agent's model (backend SPEC)")
+    p.add_argument("--task", metavar="ID", help="the world's task the --agent runs on the real server")
+    p.add_argument("--user", metavar="SPEC", help="user-simulator model for a task with hidden user facts")
+    p.add_argument("--max-turns", type=positive, default=10, help="agent model calls (default 10)")
     p.add_argument("--backend", metavar="SPEC", help="the simulator's model (backend SPEC)")
     add_model_flags(p)
+    p.add_argument("--grade", metavar="SPEC", help="a model that grades each simulated step (5 dimensions, 1-5)")
     p.add_argument("--report", metavar="FILE", help="write the JSON report here")
     p.add_argument("--min-agreement", type=float, metavar="X", help="exit 1 when the agreement is under X (0-1)")
     p.add_argument("--allow-drift", action="store_true", help="go on when the world's tools differ from the real ones")

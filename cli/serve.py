@@ -19,6 +19,7 @@ from simia.server.settings import parse_named_token
 from simia.server.stdio import serve_stdio
 from simia.sim.backends import Backend
 from simia.sim.judge import Judge
+from simia.sim.pg_store import redact_url
 from simia.sim.store import Store
 
 from ._common import (
@@ -26,6 +27,7 @@ from ._common import (
     add_model_flags,
     add_worlds_dir,
     backend,
+    default_db,
     http_url,
     load_world_set,
     one_world,
@@ -121,7 +123,7 @@ def _serve(args: argparse.Namespace) -> int:
         return _stdio(app, next(iter(worlds)), args)
     base = args.public_url or f"http://{args.host}:{args.port}"
     print(f"simia {simia_version()} serving {len(worlds)} world(s) with backend {sim.spec}")
-    print(f"  database: {args.db if '://' in args.db else Path(args.db).resolve()}")
+    print(f"  database: {redact_url(args.db) if '://' in args.db else Path(args.db).resolve()}")
     for name, world in worlds.items():
         print(f"  {name:<16} {len(world.tools):>3} tools  {len(world.tasks):>3} tasks  {base}/worlds/{name}/mcp")
     print(f'  episodes: POST {base}/v1/episodes {{"world": ...}} -> mcp_url {base}/episodes/{{id}}/mcp')
@@ -210,7 +212,13 @@ def register(sub: Any) -> None:
         metavar="N",
         help="cap on simultaneous model requests (vLLM and llama.cpp queue without bound; default 64)",
     )
-    p.add_argument("--db", default="simia.db", metavar="PATH", help="SQLite database (default: simia.db)")
+    p.add_argument(
+        "--db",
+        default=default_db(),
+        metavar="PATH|URL",
+        help="SQLite file, or postgresql://USER@HOST:PORT/DB for several replicas "
+        "(default: $SIMIA_DB_URL, else simia.db)",
+    )
     p.add_argument(
         "--synchronous",
         choices=["FULL", "NORMAL"],

@@ -7,27 +7,49 @@ schema, how many key paths they share (structure) and how many JSON leaves are e
 (values), and whether error codes agree. Two checks need no real server: a read-only call
 repeated with no write between answers the same (repeated read), and a read-only call
 repeated after a write that changed the state answers differently (read after write).
+
+The sequence is a calls file (`run_fidelity`) or what the built-in agent does on one of the
+world's tasks against the real server (`run_agent_fidelity`: its calls and the real answers
+are recorded, then replayed on the simulation).
 """
 
 from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types as types
+from mcp import Client
 from simia.sim.backends import Backend
 from simia.sim.prompts import PastCall
 from simia.sim.schema import validate_instance
-from simia.sim.simulator import Simulator, ToolCall
-from simia.sim.world import ToolSpec, World
+from simia.sim.simulator import Simulator, Step, ToolCall
+from simia.sim.state import apply_patch
+from simia.sim.step_grade import DIMENSIONS, GradeError, grade_step
+from simia.sim.world import Task, ToolSpec, World
 
+from .agent import Agent, EpisodeRun
 from .mcp_import import connect
+from .user import UserSimulator
 
-__all__ = ["CallComparison", "FidelityReport", "load_calls", "run_fidelity", "tool_drift"]
+__all__ = [
+    "AgentSummary",
+    "CallComparison",
+    "FidelityReport",
+    "RecordingClient",
+    "consistency",
+    "load_calls",
+    "replay",
+    "run_agent_fidelity",
+    "run_fidelity",
+    "tool_drift",
+]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -48,6 +70,8 @@ class CallComparison:
     sim_code: str | None
     real: Any = None
     simulated: Any = None
+    grade: dict[str, dict[str, Any]] | None = None  # `--grade`: dimension -> {"score", "reason"}
+    grade_error: str | None = None  # `--grade`: why this step has no grade
 
     @property
     def agreement(self) -> float:
@@ -58,15 +82,37 @@ class CallComparison:
 
 
 @dataclass
+class AgentSummary:
+    """How the agent's run on the real server went (`--agent`): its calls are the sequence compared."""
+
+    task: str
+    stop: str  # as EpisodeRun.stop
+    turns: int
+    calls: int
+    error: str = ""
+
+
+@dataclass
 class FidelityReport:
     world: str
     real: str
     calls: list[CallComparison] = field(default_factory=list)
     repeated_read: tuple[int, int] = (0, 0)  # (consistent, checked)
     read_after_write: tuple[int, int] = (0, 0)
+    agent: AgentSummary | None = None
+    stopped: str = ""  # the real server failed mid-run: what happened (the report covers the calls before)
 
     def agreement(self) -> float:
         return sum(c.agreement for c in self.calls) / len(self.calls) if self.calls else 0.0
+
+    @property
+    def graded(self) -> bool:
+        return any(c.grade is not None or c.grade_error is not None for c in self.calls)
+
+    def grades(self) -> dict[str, float | None]:
+        """Each dimension's mean score over the graded steps (None when no step got a grade)."""
+        graded = [c.grade for c in self.calls if c.grade is not None]
+        return {d: _mean([g[d]["score"] for g in graded]) for d in DIMENSIONS}
 
     def per_tool(self) -> dict[str, dict[str, Any]]:
         tools: dict[str, dict[str, Any]] = {}
@@ -81,6 +127,10 @@ class FidelityReport:
                 "values": _mean([c.values for c in mine if c.values is not None]),
                 "agreement": _mean([c.agreement for c in mine]),
             }
+            if self.graded:
+                tools[tool]["grade"] = _mean(
+                    [sum(c.grade[d]["score"] for d in DIMENSIONS) / 5 for c in mine if c.grade]
+                )
         return tools
 
     def as_dict(self) -> dict[str, Any]:
@@ -90,26 +140,44 @@ class FidelityReport:
             "agreement": self.agreement(),
             "repeated_read": {"consistent": self.repeated_read[0], "checked": self.repeated_read[1]},
             "read_after_write": {"consistent": self.read_after_write[0], "checked": self.read_after_write[1]},
+            "agent": asdict(self.agent) if self.agent else None,
+            "stopped": self.stopped or None,
+            "grades": self.grades() if self.graded else None,
             "tools": self.per_tool(),
             "calls": [asdict(c) for c in self.calls],
         }
 
     def render(self) -> str:
-        rows: list[tuple[str, ...]] = [("TOOL", "CALLS", "OUTCOME", "SCHEMA", "STRUCTURE", "VALUES", "AGREEMENT")]
+        lines = [self.agent_line()] if self.agent else []
+        figures = ["outcome", "schema_valid", "structure", "values", "agreement"] + (["grade"] if self.graded else [])
+        rows: list[tuple[str, ...]] = [("TOOL", "CALLS", *(f.split("_")[0].upper() for f in figures))]
         for tool, s in self.per_tool().items():
-            rows.append(
-                (
-                    tool,
-                    str(s["calls"]),
-                    *(_fmt(s[k]) for k in ("outcome", "schema_valid", "structure", "values", "agreement")),
-                )
-            )
+            rows.append((tool, str(s["calls"]), *(_fmt(s[k]) for k in figures)))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
         lines.append(f"agreement {self.agreement():.2f} over {len(self.calls)} calls")
         for name, (ok, checked) in (("repeated read", self.repeated_read), ("read after write", self.read_after_write)):
             lines.append(f"{name}: {ok}/{checked} consistent" if checked else f"{name}: no such pair in the calls")
+        if self.graded:
+            means = "  ".join(f"{d} {_fmt(m)}" for d, m in self.grades().items())
+            failed = sum(1 for c in self.calls if c.grade_error)
+            lines.append(
+                f"grades (1-5): {means}" + (f"  ({failed} steps not graded; see the report)" if failed else "")
+            )
+        if self.stopped:
+            lines.append(f"stopped: {self.stopped}")
         return "\n".join(lines)
+
+    def agent_line(self) -> str:
+        a = self.agent
+        assert a is not None
+        why = f" ({a.error})" if a.error else ""
+        return f"agent on task {a.task}: {a.calls} calls on the real server in {a.turns} turns, stop: {a.stop}{why}"
+
+
+def _overall(grade: dict[str, dict[str, Any]]) -> float:
+    """A step's mean score over the five dimensions."""
+    return float(sum(grade[d]["score"] for d in DIMENSIONS)) / len(DIMENSIONS)
 
 
 def _share(flags: Sequence[bool]) -> float:
@@ -202,14 +270,10 @@ def _leaves(value: Any, path: str = "") -> dict[str, Any]:
     return {path: value}
 
 
-def _code_in(text: str, tool: ToolSpec, world: World) -> str | None:
-    """The first of the tool's error codes that the real error text names, if any."""
-    return next((e.code for e in world.error_codes(tool) if e.code in text), None)
-
-
 def _compare(
-    index: int, call: ToolCall, tool: ToolSpec, world: World, real: types.CallToolResult, step: Any
+    index: int, call: ToolCall, tool: ToolSpec | None, world: World, real: types.CallToolResult, step: Step
 ) -> CallComparison:
+    """One call compared (`tool` is None for a name the world lacks: an agent's call may name one)."""
     real_error, sim_error = bool(real.is_error), bool(step.is_error)
     real_answer, sim_answer = (_real_answer(real) if not real_error else None), step.output
     structure = values = None
@@ -219,7 +283,7 @@ def _compare(
         structure = len(set(a) & set(b)) / len(union) if union else 1.0
         values = sum(1 for p in union if p in a and p in b and a[p] == b[p]) / len(union) if union else 1.0
     schema_valid = None
-    if tool.output_schema and not sim_error:
+    if tool and tool.output_schema and not sim_error:
         schema_valid = not validate_instance(tool.output_schema, sim_answer)
     real_text = "\n".join(c.text for c in real.content if isinstance(c, types.TextContent))
     return CallComparison(
@@ -233,20 +297,45 @@ def _compare(
         schema_valid=schema_valid,
         structure=structure,
         values=values,
-        real_code=_code_in(real_text, tool, world) if real_error else None,
+        real_code=world.code_named(real_text, tool) if real_error and tool else None,
         sim_code=step.error_code if sim_error else None,
         real=real_answer if not real_error else real_text,
         simulated=sim_answer if not sim_error else step.text,
     )
 
 
-def _consistency(
-    calls: Sequence[ToolCall], steps: Sequence[Any], world: World
+async def _grade(
+    grader: Backend, compared: CallComparison, tool: ToolSpec | None, seen: Sequence[PastCall], *, seed: int
+) -> None:
+    """Grade one compared step in place: its grade, or why it has none (a bad grade is data, not a crash)."""
+    try:
+        grade = await grade_step(
+            grader,
+            tool,
+            compared.arguments,
+            seen,
+            compared.real,
+            compared.simulated,
+            real_error=compared.real_error,
+            simulated_error=compared.sim_error,
+            seed=seed,
+        )
+    except GradeError as exc:
+        compared.grade_error = str(exc)
+    else:
+        compared.grade = grade.model_dump()
+
+
+def consistency(
+    world: World, calls: Sequence[ToolCall], steps: Sequence[Step]
 ) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(repeated read, read after write) as (consistent, checked) over the simulated sequence."""
+    """(repeated read, read after write) as (consistent, checked) over a simulated sequence: a read-only
+    call repeated with no state change between must answer the same (an error counts as its code);
+    repeated after a call that changed the state, differently (a check that presumes the write touched
+    what the read reads, made on two real answers only). Infrastructure failures are no answers."""
     repeated = [0, 0]
     after_write = [0, 0]
-    last_read: dict[str, tuple[int, Any]] = {}  # call key -> (index, answer)
+    last_read: dict[str, tuple[int, Any, bool]] = {}  # call key -> (index, answer, was an error)
     writes: list[int] = []  # indices of calls that changed the state
     for i, (call, step) in enumerate(zip(calls, steps, strict=True)):
         tool = world.tool(call.tool)
@@ -255,18 +344,19 @@ def _consistency(
             if step.state_patch:
                 writes.append(i)
             continue
-        if step.is_error:
+        if step.error_kind == "infra":
             continue
         key = json.dumps([call.tool, call.arguments], sort_keys=True)
+        answer = ("error", step.error_code) if step.is_error else step.output
         if key in last_read:
-            before, answer = last_read[key]
-            if any(before < w < i for w in writes):
-                after_write[1] += 1
-                after_write[0] += answer != step.output
-            else:
+            before, earlier, was_error = last_read[key]
+            if not any(before < w < i for w in writes):
                 repeated[1] += 1
-                repeated[0] += answer == step.output
-        last_read[key] = (i, step.output)
+                repeated[0] += earlier == answer
+            elif not (was_error or step.is_error):
+                after_write[1] += 1
+                after_write[0] += earlier != answer
+        last_read[key] = (i, answer, step.is_error)
     return (repeated[0], repeated[1]), (after_write[0], after_write[1])
 
 
@@ -278,39 +368,161 @@ async def run_fidelity(
     *,
     headers: dict[str, str] | None = None,
     allow_drift: bool = False,
+    grader: Backend | None = None,
 ) -> FidelityReport:
-    """Run `calls` on the real server (a URL or a stdio command) and on a fresh simulation of `world`.
+    """Run `calls` on the real server (a URL or a stdio command) and on a fresh simulation of `world`;
+    with `grader`, a model grades each simulated step (`simia.sim.step_grade`).
+
+    A real server that dies after answering some calls gives the report of those, with `stopped` saying
+    what happened.
+
+    Raises:
+        ValueError: the world's tools differ from the real server's (unless `allow_drift`).
+        Exception: the real server could not be reached, or failed before answering anything.
+    """
+    answers: list[types.CallToolResult] = []
+
+    async def play(client: Client) -> None:
+        for call in calls:
+            answers.append(await client.call_tool(call.tool, call.arguments))
+
+    stopped = await _until_failure(_on_real_server(world, real, headers, allow_drift, play, Client), answers)
+    report = await _simulate(world, _where(real), calls[: len(answers)], answers, backend, grader)
+    report.stopped = stopped and f"{stopped} after {len(answers)} of {len(calls)} calls"
+    return report
+
+
+async def _until_failure(work: Awaitable[None], done: Sequence[Any]) -> str:
+    """Await `work`; a failure once something is `done` is returned as one line (none: raised as it is)."""
+    try:
+        await work
+    except ValueError:
+        raise
+    except Exception as exc:  # the SDK and its transports raise many kinds, often grouped
+        if not done:
+            raise
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions and isinstance(exc.exceptions[0], Exception):
+            exc = exc.exceptions[0]
+        return f"the real server failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    return ""
+
+
+@dataclass
+class RecordingClient(Client):
+    """An MCP SDK client that keeps every `call_tool` it makes with the real answer: the agent's calls."""
+
+    recorded: list[tuple[ToolCall, types.CallToolResult]] = field(default_factory=list)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *args: Any, **kwargs: Any) -> Any:
+        result = await super().call_tool(name, arguments, *args, **kwargs)
+        self.recorded.append((ToolCall(name, dict(arguments or {})), result))
+        return result
+
+
+async def run_agent_fidelity(
+    world: World,
+    real: str | Sequence[str],
+    agent: Agent,
+    task: Task,
+    backend: Backend,
+    *,
+    user: UserSimulator | None = None,
+    headers: dict[str, str] | None = None,
+    allow_drift: bool = False,
+    seed: int | None = None,
+    grader: Backend | None = None,
+) -> FidelityReport:
+    """Run `agent` on `task` against the real server, record its calls with the real answers, then replay
+    those calls on a fresh simulation of `world` (from the task's starting state) and compare (and grade,
+    with `grader`).
 
     Raises:
         ValueError: the world's tools differ from the real server's (unless `allow_drift`).
         Exception: the real server could not be reached or died (its error, for the caller to report).
     """
-    report = FidelityReport(world=world.name, real=real if isinstance(real, str) else " ".join(real))
-    simulator = Simulator(backend)
-    state = world.initial_state
-    window: list[PastCall] = []
-    steps: list[Any] = []
+
+    recorded: list[tuple[ToolCall, types.CallToolResult]] = []
+    runs: list[EpisodeRun] = []
+
+    async def play(client: Client) -> None:
+        assert isinstance(client, RecordingClient)  # _on_real_server made it one
+        client.recorded = recorded
+        runs.append(await agent.run(client, instruction=task.instruction, policy=world.policy, user=user, seed=seed))
+
+    stopped = await _until_failure(_on_real_server(world, real, headers, allow_drift, play, RecordingClient), recorded)
+    start = apply_patch(world.initial_state, task.initial_state_patch, world.state_schema)
+    calls, answers = [call for call, _ in recorded], [answer for _, answer in recorded]
+    report = await _simulate(world, _where(real), calls, answers, backend, grader, start)
+    run = runs[0] if runs else EpisodeRun(transcript=[], stop="real_server_failed")
+    report.agent = AgentSummary(task.id, run.stop, run.turns, len(calls), run.agent_error or run.infra_error)
+    report.stopped = stopped and f"{stopped} after {len(calls)} calls"
+    return report
+
+
+def _where(real: str | Sequence[str]) -> str:
+    return real if isinstance(real, str) else " ".join(real)
+
+
+async def _on_real_server(
+    world: World,
+    real: str | Sequence[str],
+    headers: dict[str, str] | None,
+    allow_drift: bool,
+    play: Callable[[Client], Awaitable[T]],
+    client_type: type[Client],
+) -> T:
+    """Connect to the real server, refuse a tool drift (after the connection is closed, so the error is
+    plain), and `play` on it."""
     drift: list[str] = []
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
-        async with connect(real, headers or {}, {}, errlog, 120.0, []) as client:  # errors leave the block first
+        async with connect(real, headers or {}, {}, errlog, 120.0, [], client_type) as client:
             drift = tool_drift(world, (await client.list_tools()).tools)
             if not drift or allow_drift:
-                for i, call in enumerate(calls):
-                    real_result = await client.call_tool(call.tool, call.arguments)
-                    step = await simulator.step(world, state, window[-world.simulator.window :], call, seed=i)
-                    tool = world.tool(call.tool)
-                    assert tool is not None  # load_calls checked the names
-                    report.calls.append(_compare(i, call, tool, world, real_result, step))
-                    steps.append(step)
-                    if step.error_kind != "infra":
-                        state = step.state
-                        past = PastCall(
-                            call.tool, call.arguments, step.text if step.is_error else step.output, step.is_error
-                        )
-                        window.append(past)
-    if drift and not allow_drift:
-        raise ValueError(
-            "the world's tools differ from the real server's: " + "; ".join(drift) + " (--allow-drift to go on)"
-        )
-    report.repeated_read, report.read_after_write = _consistency(calls, steps, world)
+                return await play(client)
+    raise ValueError(
+        "the world's tools differ from the real server's: " + "; ".join(drift) + " (--allow-drift to go on)"
+    )
+
+
+async def _simulate(
+    world: World,
+    where: str,
+    calls: Sequence[ToolCall],
+    answers: Sequence[types.CallToolResult],
+    backend: Backend,
+    grader: Backend | None,
+    start: dict[str, Any] | None = None,
+) -> FidelityReport:
+    """Replay `calls` on a fresh simulated episode (from `start`, or the world's state) and compare each
+    simulated step with the real answer (and have `grader` grade it, given the simulator's window)."""
+    report = FidelityReport(world=world.name, real=where)
+    replayed = await replay(world, calls, backend, start)
+    for i, (call, answer, (step, seen)) in enumerate(zip(calls, answers, replayed, strict=True)):
+        compared = _compare(i, call, world.tool(call.tool), world, answer, step)
+        if grader is not None:
+            await _grade(grader, compared, world.tool(call.tool), seen, seed=i)
+        report.calls.append(compared)
+    report.repeated_read, report.read_after_write = consistency(world, calls, [step for step, _ in replayed])
     return report
+
+
+async def replay(
+    world: World, calls: Sequence[ToolCall], backend: Backend, start: dict[str, Any] | None = None
+) -> list[tuple[Step, list[PastCall]]]:
+    """Run `calls` on a fresh simulated episode of `world` (from `start`, or the world's state; call i with
+    seed i): each step with the window the simulator saw. Infrastructure failures change nothing and never
+    enter the window, as in a served episode."""
+    simulator = Simulator(backend)
+    state = world.initial_state if start is None else start
+    window: list[PastCall] = []
+    out: list[tuple[Step, list[PastCall]]] = []
+    for i, call in enumerate(calls):
+        seen = window[-world.simulator.window :] if world.simulator.window else []
+        step = await simulator.step(world, state, seen, call, seed=i)
+        out.append((step, seen))
+        if step.error_kind != "infra":
+            state = step.state
+            window.append(
+                PastCall(call.tool, call.arguments, step.text if step.is_error else step.output, step.is_error)
+            )
+    return out

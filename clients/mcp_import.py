@@ -62,6 +62,7 @@ async def read_server(
             with anyio.fail_after(timeout):
                 async with connect(target, headers or {}, env or {}, errlog, timeout, refused) as client:
                     listing = await _listing(client, where)
+                    listing.real_server = {"url": target} if isinstance(target, str) else {"command": list(target)}
                     if probe:
                         try:
                             check_probe_calls(probe, listing.tools, allow_writes=allow_writes)
@@ -85,9 +86,11 @@ async def connect(
     errlog: TextIO,
     timeout: float,
     refused: list[str],
+    client_type: type[Client] = Client,
 ) -> AsyncIterator[Client]:
     """An MCP SDK client session on a real server: a streamable HTTP URL (with `headers`; HTTP refusals are
-    noted in `refused`) or a command started over stdio (with `env`; its stderr goes to `errlog`)."""
+    noted in `refused`) or a command started over stdio (with `env`; its stderr goes to `errlog`), as a
+    `client_type` (a `Client` subclass that records, for instance)."""
     if isinstance(target, str):
 
         async def note(response: httpx.Response) -> None:
@@ -96,7 +99,7 @@ async def connect(
 
         async with (
             httpx.AsyncClient(headers=dict(headers), timeout=timeout, event_hooks={"response": [note]}) as http,
-            Client(streamable_http_client(target, http_client=http)) as client,
+            client_type(streamable_http_client(target, http_client=http)) as client,
         ):
             yield client
         return
@@ -104,7 +107,7 @@ async def connect(
         raise ImportSourceError("no command given; use: simia import mcp -- COMMAND ARGS...")
     command, *args = target
     params = StdioServerParameters(command=command, args=args, env={**get_default_environment(), **env})
-    async with Client(stdio_client(params, errlog=errlog)) as client:
+    async with client_type(stdio_client(params, errlog=errlog)) as client:
         yield client
 
 

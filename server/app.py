@@ -5,6 +5,7 @@ Routes (JSON; a bearer token is required when any is configured):
     GET  /healthz                       liveness (no token needed)
     GET  /metrics                       Prometheus text
     GET  /openapi.json                  the OpenAPI 3.1 description of this API (server/openapi.py)
+    GET  /ui                            the episode viewer (HTML; server/ui; a token may come from its cookie)
     GET  /v1/worlds                     loaded worlds with their tools and tasks
     POST /v1/episodes                   {"world", "task"?, "seed"?} -> 201 episode with its mcp_url
     GET  /v1/episodes[?world=&status=&task=]
@@ -25,6 +26,7 @@ import re
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ValidationError
@@ -50,7 +52,7 @@ from simia.sim.world import World
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -62,8 +64,9 @@ from .mcp import EpisodeGate, McpEndpoints, WorldGate
 from .metrics import Metrics
 from .openapi import openapi_document
 from .settings import ServerSettings
+from .ui import PUBLIC_PATHS, Viewer, cookie_token
 
-__all__ = ["SimiaApp", "tune_gc"]
+__all__ = ["SimiaApp", "tune_gc", "viewer_app"]
 
 log = logging.getLogger("simia.server")
 MAX_JSON_BODY = MAX_BODY
@@ -107,10 +110,18 @@ class Guard:
             )(scope, receive, send)
             return
         principal = ""
-        if self.settings.requires_token and scope["path"] != "/healthz":
+        path: str = scope["path"]
+        if self.settings.requires_token and path != "/healthz" and not path.startswith(PUBLIC_PATHS):
             auth = headers.get("authorization", "")
             token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-            found = self.settings.principal_for(token.encode("latin-1")) if token else None  # the header's bytes
+            presented = token.encode("latin-1")  # the header's own bytes
+            viewer = path == "/ui" or path.startswith("/ui/")
+            if not token and viewer:  # a browser on the viewer: its token is in the login cookie (UTF-8)
+                presented = (cookie_token(headers.get("cookie", "")) or "").encode()
+            found = self.settings.principal_for(presented) if presented else None
+            if found is None and viewer:
+                await RedirectResponse(f"/ui/login?next={quote(path, safe='/')}", status_code=303)(scope, receive, send)
+                return
             if found is None:
                 message = "missing bearer token" if not token else "unknown bearer token"
                 response = _error(
@@ -126,7 +137,7 @@ class Guard:
         await self.app(scope, receive, send)
 
 
-_GUARD_HEADERS = {b"host", b"origin", b"authorization"}
+_GUARD_HEADERS = {b"host", b"origin", b"authorization", b"cookie"}
 
 
 def _guard_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -160,6 +171,22 @@ class EpisodeMcpShortcut:
 
 
 _EPISODE_MCP = re.compile(r"/episodes/([^/]+)/mcp")
+
+
+class ViewerSplit:
+    """Sends `/ui` and everything under it to the viewer's own app (HTML pages, not part of the JSON API or its
+    OpenAPI document), and the rest, lifespan included, to the API."""
+
+    def __init__(self, viewer: ASGIApp, api: ASGIApp) -> None:
+        self.viewer = viewer
+        self.api = api
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope.get("path", "")
+        if scope["type"] == "http" and (path == "/ui" or path.startswith("/ui/")):
+            await self.viewer(scope, receive, send)
+            return
+        await self.api(scope, receive, send)
 
 
 def tune_gc() -> None:
@@ -291,15 +318,19 @@ class SimiaApp:
             exception_handlers={
                 ApiError: self._api_error,
                 StateError: self._state_error,
-                StoreUnavailable: self._store_error,
+                StoreUnavailable: self._store_unavailable,
                 HTTPException: http_error,
                 Exception: self._internal_error,
             },
         )
         self.starlette = inner
+        viewer = Viewer(store, worlds, scoped=True, principal_for=self.settings.principal_for)
+        self.viewer = Starlette(routes=viewer.routes())
         self.drain = Drain(RETRY_AFTER_S)
         """Refuses new requests once started, and tracks those in flight (`simia serve` starts it on SIGTERM)."""
-        self.app: ASGIApp = DrainGate(Guard(EpisodeMcpShortcut(episode_gate, inner), self.settings), self.drain)
+        self.app: ASGIApp = DrainGate(
+            Guard(EpisodeMcpShortcut(episode_gate, ViewerSplit(self.viewer, inner)), self.settings), self.drain
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app(scope, receive, send)
@@ -341,14 +372,11 @@ class SimiaApp:
     async def _state_error(self, request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": {"code": "invalid_state", "message": str(exc)}}, status_code=400)
 
-    async def _store_error(self, request: Request, exc: Exception) -> Response:
-        """The disk refused the request's write (full, read-only): 503, retry later; nothing of it was stored."""
-        log.warning("%s %s not stored: %s", request.method, request.url.path, exc)
-        response = _error(
-            503,
-            "storage_unavailable",
-            "the server's database cannot be written now (disk full or read-only); nothing was stored; retry later",
-        )
+    async def _store_unavailable(self, request: Request, exc: Exception) -> Response:
+        """The database is down or refused the request's write (disk full, read-only): 503, retry later."""
+        log.warning("database unavailable: %s %s: %s", request.method, request.url.path, exc)
+        message = "the database is unavailable (down, or its disk full or read-only); retry shortly"
+        response = _error(503, "database_unavailable", message)
         response.headers["Retry-After"] = str(RETRY_AFTER_S)
         return response
 
@@ -445,13 +473,31 @@ class SimiaApp:
                 request.path_params["episode_id"], request.state.principal, body.transcript, tokens
             )
         except StoreUnavailable:
-            raise
-        except SimiaError as exc:  # a transcript the judge cannot take
+            raise  # infrastructure: answered 503 by `_store_unavailable`
+        except SimiaError as exc:
             raise BadRequest(str(exc)) from None
         return _json(self._episode(request, episode, EndedEpisode))
 
 
 E = TypeVar("E", bound=Episode)
+
+
+def viewer_app(store: Store, worlds: dict[str, World], settings: ServerSettings) -> ASGIApp:
+    """The viewer alone over `store` (`simia view`): `/ui` and `/healthz`, behind the same guard as `SimiaApp`.
+
+    Every principal's episodes are shown (the database's owner looks at their file); nothing is simulated
+    and nothing is written.
+    """
+
+    async def healthz(request: Request) -> Response:
+        return _json(Health(status="ok", worlds=len(worlds)))
+
+    viewer = Viewer(store, worlds, scoped=False, principal_for=settings.principal_for)
+    inner = Starlette(
+        routes=[Route("/healthz", healthz), *viewer.routes()],
+        exception_handlers={HTTPException: http_error},
+    )
+    return Guard(inner, settings)
 
 
 def _json(model: BaseModel, status: int = 200) -> Response:

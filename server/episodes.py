@@ -5,6 +5,13 @@ episodes run concurrently. A call's event and new state are committed before
 its result is returned, and a retried request (same request key) returns the
 committed result instead of simulating again.
 
+Several processes (replicas on one Postgres database) may serve the same episode:
+each commits at the `seq` its copy of the episode is at, and a commit that finds
+the episode moved on (another replica committed, or ended it) writes nothing; the
+call then reloads the episode from the store and runs again on the state the other
+replica committed, this time holding the episode's row (`Store.hold`) so that it
+cannot lose again. Without contention no lock outlives a commit.
+
 A request counts as a retry when its key matches one of the episode's last
 `RETRY_WINDOW` events and no event after that one changed the state. The key
 (session, JSON-RPC id, tool, arguments) is all a sessionless client offers, and
@@ -25,6 +32,7 @@ from itertools import islice
 from typing import Any
 
 from pydantic_core import to_json
+from simia.sim.errors import StoreConflict
 from simia.sim.judge import EpisodeView, Judge
 from simia.sim.perturbation import PRE_CALL, Perturbation, applicable, choose_fault, injected_error, perturb_output
 from simia.sim.prompts import PastCall
@@ -36,6 +44,7 @@ from simia.sim.world import World
 
 from .errors import BadRequest, Conflict, NotFound, Overloaded
 from .metrics import Metrics
+from .real_tools import RealServerFailed, RealTools
 from .settings import ServerSettings
 
 __all__ = ["EpisodeService", "new_episode_id"]
@@ -43,6 +52,8 @@ __all__ = ["EpisodeService", "new_episode_id"]
 log = logging.getLogger("simia.calls")
 RETRY_WINDOW = 16
 """How many of an episode's latest events a retried request is matched against."""
+CONFLICT_RETRIES = 8
+"""How many times a call is run again after another replica committed a call of its episode first."""
 
 
 def new_episode_id() -> str:
@@ -87,6 +98,7 @@ class EpisodeService:
         store: where episodes and events are committed.
         settings: limits and budgets.
         judge: scores an ended episode (None: episodes end without a verdict).
+        real: calls the real server of tools routed `real` (default: `RealTools()`).
     """
 
     def __init__(
@@ -97,8 +109,10 @@ class EpisodeService:
         settings: ServerSettings,
         metrics: Metrics | None = None,
         judge: Judge | None = None,
+        real: RealTools | None = None,
     ) -> None:
         self.worlds = worlds
+        self.real = real or RealTools()
         self.simulator = simulator
         self.store = store
         self.settings = settings
@@ -248,13 +262,40 @@ class EpisodeService:
         entry.users += 1
         try:
             async with entry.lock:
-                world, event = await self._call_locked(entry, episode_id, principal, tool, arguments, request_key)
+                world, event = await self._call_serialized(entry, episode_id, principal, tool, arguments, request_key)
         finally:
             entry.users -= 1
             if entry.record is None or entry.record.status != "active":  # a call on a closed episode: keep nothing
                 self._forget(episode_id, entry)
         self._observe(world, episode_id, event, time.monotonic() - start)
         return event
+
+    async def _call_serialized(
+        self,
+        entry: _Live,
+        episode_id: str,
+        principal: str,
+        tool: str,
+        arguments: dict[str, Any],
+        request_key: str | None,
+    ) -> tuple[str, EventRecord]:
+        """`_call_locked`; when another replica committed first, run again on the reloaded episode, holding it
+        (`Store.hold`) so that the other replica's next call waits for this one instead of winning again."""
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                if attempt == 0:
+                    return await self._call_locked(entry, episode_id, principal, tool, arguments, request_key)
+                async with self.store.hold(episode_id):
+                    return await self._call_locked(entry, episode_id, principal, tool, arguments, request_key)
+            except StoreConflict:
+                entry.record = None  # another process committed (or ended it): reload from the store
+                self.metrics.conflicts += 1
+            except BaseException:
+                entry.record = None  # e.g. a commit whose outcome is unknown (the database went away): reload
+                raise
+        raise Overloaded(
+            f"episode {episode_id} is busy: other replicas committed {CONFLICT_RETRIES} of its calls first; retry"
+        )
 
     async def _call_locked(
         self,
@@ -287,7 +328,12 @@ class EpisodeService:
                 error_kind="infra",
                 request_key=request_key,
             )
-            event = await self.store.commit_event(episode_id, event, None)
+            event = await self.store.commit_event(episode_id, event, None, expected_seq=episode.seq)
+            self._applied(entry, episode, event, None)
+            return world.name, event
+        routed, fell_back = await self._routed(world, tool, arguments, request_key)
+        if routed is not None:  # answered by the real server (or its failure): the state is unchanged
+            event = await self.store.commit_event(episode_id, routed, None, expected_seq=episode.seq)
             self._applied(entry, episode, event, None)
             return world.name, event
         fault = self._fault(episode, world, tool, arguments)
@@ -307,9 +353,11 @@ class EpisodeService:
             )
             new_state = step.state if step.state is not episode.state and step.state_patch else None
             event = _event_of(step, request_key)
+            if fell_back:
+                event = replace(event, detail=f"{fell_back}; simulated instead. {event.detail}".strip())
             if fault is not None and not step.is_error:
                 event, new_state = _perturbed(world, event, new_state, fault, entry.recent, request_key)
-        event = await self.store.commit_event(episode_id, event, new_state)
+        event = await self.store.commit_event(episode_id, event, new_state, expected_seq=episode.seq)
         self._applied(entry, episode, event, new_state)
         return world.name, event
 
@@ -322,6 +370,43 @@ class EpisodeService:
         episode.advance(event, new_state)
         entry.recent.append(event)
 
+    async def _routed(
+        self, world: World, tool: str, arguments: dict[str, Any], key: str | None
+    ) -> tuple[EventRecord | None, str]:
+        """For a tool routed `real` and a call that fits its input schema: the real server's event, or
+        (it failed) an infra error event, or with `fallback: simulate` no event and why it fell back. Any
+        other call: (None, "")."""
+        spec = world.tool(tool)
+        if spec is None or spec.route != "real" or not self._fits(spec.input_schema, arguments):
+            return None, ""
+        try:
+            return await self.real.event(world, spec, arguments, key), ""
+        except RealServerFailed as exc:
+            if spec.fallback == "simulate":
+                return None, f"the real server failed ({exc})"
+            text = "The tool's server did not answer. Try again later."
+            failed = EventRecord(
+                tool=tool,
+                arguments=arguments,
+                output=None,
+                text=text,
+                is_error=True,
+                error_code="real_server_failed",
+                error_kind="infra",
+                detail=str(exc),
+                request_key=key,
+                source="real",
+            )
+            return failed, ""
+
+    def _fits(self, schema: dict[str, Any], arguments: dict[str, Any]) -> bool:
+        """Whether the simulator would take these arguments (size and input schema)."""
+        try:
+            size = len(to_json(arguments))
+        except ValueError:  # not serializable (too deep, bad unicode): the simulator refuses it
+            return False
+        return size <= self.settings.max_argument_bytes and not validate_instance(schema, arguments)
+
     def _fault(self, episode: EpisodeRecord, world: World, tool: str, arguments: dict[str, Any]) -> str | None:
         """The fault injected into the episode's next call, if its perturbation draws one. A call the simulator
         would refuse (unknown tool, arguments too large or breaking the input schema) gets no fault: the
@@ -329,13 +414,7 @@ class EpisodeService:
         if episode.perturbation is None:  # the common case: nothing more to look at on a call's path
             return None
         spec = world.tool(tool)
-        if spec is None:
-            return None
-        try:
-            size = len(to_json(arguments))
-        except ValueError:  # not serializable (too deep, bad unicode): the simulator refuses it
-            return None
-        if size > self.settings.max_argument_bytes or validate_instance(spec.input_schema, arguments):
+        if spec is None or not self._fits(spec.input_schema, arguments):
             return None
         perturbation = Perturbation.model_validate(episode.perturbation)
         key = str(episode.seed) if episode.seed is not None else episode.id
@@ -419,14 +498,16 @@ class EpisodeService:
         return await self.get(episode_id, principal)
 
     async def sweep_idle(self) -> list[str]:
+        """Abandon the idle episodes (of every replica: the store's update is global and each id is returned to
+        one sweeper only), and set the live gauge to the store's count (other replicas create and end too)."""
         ids = await self.store.abandon_idle(self.settings.idle_timeout)
         for episode_id in ids:
-            self.metrics.live -= 1
             entry = self._live.get(episode_id)
             if entry is not None and entry.record is not None:
                 entry.record.status = "abandoned"
             if entry is not None:
                 self._forget(episode_id, entry)
+        self.metrics.live = await self.store.count_live()
         return ids
 
     def _forget(self, episode_id: str, entry: _Live) -> None:

@@ -38,7 +38,7 @@ from .episodes import EpisodeService
 from .errors import ApiError, Conflict, PayloadTooLarge, http_error
 
 __all__ = [
-    "STORAGE_TEXT",
+    "DATABASE_TEXT",
     "EpisodeGate",
     "McpEndpoints",
     "WorldGate",
@@ -49,11 +49,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("simia.mcp")
-STORAGE_TEXT = (
-    "The environment cannot record calls right now (its storage is full or read-only); "
-    "this call was not made. Try again later."
-)
-"""What the agent reads when the database refused a call's commit (`storage_unavailable`, kind `infra`)."""
+DATABASE_TEXT = "The tool simulator's database is unavailable. Try again."
+"""What the agent reads when the database is down or refused the call's commit (`database_unavailable`, `infra`)."""
 
 
 def tool_list(world: World) -> list[types.Tool]:
@@ -121,9 +118,9 @@ async def answer_call(
         event = await service.call(episode_id, principal, name, arguments, request_key=key)
     except ApiError as exc:
         return failure_result(exc.message, "infra", exc.code, episode_id)
-    except StoreUnavailable as exc:  # the disk, not the call: nothing was stored, the same call may be retried
-        log.warning("tool call not stored: episode=%s tool=%s: %s", episode_id, name, exc)
-        return failure_result(STORAGE_TEXT, "infra", "storage_unavailable", episode_id)
+    except StoreUnavailable as exc:  # the database, not the call: the same call may be retried
+        log.warning("tool call failed: episode=%s tool=%s: %s", episode_id, name, exc)
+        return failure_result(DATABASE_TEXT, "infra", "database_unavailable", episode_id)
     except Exception:
         log.exception("tool call failed: episode=%s tool=%s", episode_id, name)
         return failure_result("Internal error in the tool simulator. Try again.", "infra", "internal_error", episode_id)
@@ -220,7 +217,7 @@ class McpEndpoints:
         except ApiError as exc:
             return failure_result(exc.message, "infra", exc.code, "")
         except StoreUnavailable:
-            return failure_result(STORAGE_TEXT, "infra", "storage_unavailable", "")
+            return failure_result(DATABASE_TEXT, "infra", "database_unavailable", "")
         return await self._call(ctx, episode_id, principal_of(_request(ctx)), params)
 
     async def _call(

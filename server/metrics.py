@@ -35,6 +35,7 @@ class Metrics:
         self.tokens: Counter[str] = Counter({"prompt": 0, "completion": 0})
         self.cost_usd = 0.0
         self.live = 0
+        self.conflicts = 0  # calls run again because another process committed a call of their episode first
         self.backend_failures: Counter[str] = Counter()  # the simulator backend's failed attempts, by kind
         self.registry = CollectorRegistry()
         self.registry.register(_Collector(self))
@@ -106,6 +107,11 @@ class _Collector(Collector):
         yield latency
         yield GaugeMetricFamily("simia_live_episodes", "Active episodes", value=m.live)
         yield GaugeMetricFamily("simia_asyncio_tasks", "asyncio tasks alive in the server's event loop", value=_tasks())
+        yield CounterMetricFamily(
+            "simia_episode_conflicts",
+            "Calls run again because another replica committed a call of their episode first",
+            value=m.conflicts,
+        )
         created = CounterMetricFamily("simia_episodes_created", "Episodes created", labels=["world"])
         for world, count in sorted(m.episodes.items()):
             created.add_metric([world], count)

@@ -23,7 +23,9 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
+from urllib.request import pathname2url
 
 from .errors import StoreUnavailable
 
@@ -54,6 +56,7 @@ class BatchExecutor:
         synchronous: SQLite `synchronous` pragma. FULL (default) survives power loss;
             NORMAL survives process crashes only, and lets point jobs run inline.
         setup: run once on the new connection before any job (the schema and its migrations).
+        read_only: open the file read-only (it must exist); every write then fails.
     """
 
     inline_allowed = True
@@ -65,20 +68,25 @@ class BatchExecutor:
         *,
         synchronous: str = "FULL",
         setup: Callable[[sqlite3.Connection], None] | None = None,
+        read_only: bool = False,
     ) -> None:
         self.path = path
         self._queue: queue.Queue[_Job | None] = queue.Queue()
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        if read_only:
+            uri = f"file:{pathname2url(str(Path(path).resolve()))}?mode=ro"
+            self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        else:
+            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(f"PRAGMA synchronous={synchronous}")
         self._conn.row_factory = sqlite3.Row
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute(f"PRAGMA synchronous={synchronous}")
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.execute("PRAGMA busy_timeout=5000")
         if setup is not None:
             setup(self._conn)
         self._lock = threading.Lock()  # held by whoever uses the connection: the writer thread or an inline batch
         self._inline: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
-        self._inline_ok = synchronous.upper() in ("NORMAL", "OFF") and self.inline_allowed
+        self._inline_ok = synchronous.upper() in ("NORMAL", "OFF") and self.inline_allowed and not read_only
         if self._inline_ok:  # checkpoints (which write the database file and sync it) move to the writer thread
             self._conn.execute("PRAGMA wal_autocheckpoint=0")
         self._inline_commits = 0

@@ -5,7 +5,9 @@
     ├── UnknownWorldError     a world name that is not loaded
     ├── StateError            a state patch does not apply or breaks the state schema
     ├── StoreConfigError      a --db target no store implementation opens
-    ├── StoreUnavailable      the database cannot take a write now (disk full, read-only, I/O): infrastructure
+    │   └── StoreSchemaError      a database of a newer schema than this simia's, or not simia's
+    ├── StoreConflict         an episode moved on since the caller read it (another replica committed)
+    ├── StoreUnavailable      the database stopped answering or refused a write (down, disk full, read-only)
     ├── WorldExistsError      a world folder is already there (pass force to replace it)
     ├── ImportSourceError     an MCP server or API description that cannot become a world
     └── BackendError          the model backend failed (infrastructure, never the agent's fault)
@@ -36,6 +38,8 @@ __all__ = [
     "SimiaError",
     "StateError",
     "StoreConfigError",
+    "StoreConflict",
+    "StoreSchemaError",
     "StoreUnavailable",
     "UnknownWorldError",
     "WorldError",
@@ -88,13 +92,25 @@ class StateError(SimiaError):
 
 
 class StoreConfigError(SimiaError):
-    """A database target no store implementation opens (an unknown URL scheme, or Postgres before it is built)."""
+    """A database target no store opens: an unknown URL scheme, an unreachable or misconfigured database.
+    The message is one line and never contains a password."""
+
+
+class StoreSchemaError(StoreConfigError):
+    """The database was written by a newer simia, or is not simia's; nothing was written to it."""
+
+
+class StoreConflict(SimiaError):
+    """A commit found its episode moved on (another replica committed a call, or ended it) since the caller
+    read it; nothing was written, and the caller reloads the episode and tries again."""
 
 
 class StoreUnavailable(SimiaError):
-    """The database refused a transaction it would accept on a healthy disk: full, read-only, an I/O error, or
-    locked by another process. Infrastructure, not the caller's fault; the transaction was rolled back whole
-    (nothing of it is stored), and the same request succeeds once the disk is healthy again."""
+    """The database did not answer an operation (down, restarting, unreachable, no free connection in time), or
+    refused a transaction it would accept on a healthy disk (full, read-only, an I/O error, locked by another
+    process). Infrastructure, never the caller's fault. Postgres: whether a write in flight was committed is
+    unknown until the episode is read again. SQLite: the refused transaction was rolled back whole, nothing
+    of it is stored. Either way the same request succeeds once the database is healthy again."""
 
 
 class WorldExistsError(SimiaError):

@@ -56,6 +56,7 @@ class ImportedWorld:
     examples: dict[str, dict[str, Any]] = field(default_factory=dict)
     report: list[ReportEntry] = field(default_factory=list)
     source: str = ""
+    real_server: dict[str, Any] | None = None  # where tools routed `real` go (an MCP import records its server)
 
     def skipped(self) -> list[ReportEntry]:
         return [entry for entry in self.report if entry.kind == "skipped"]
@@ -66,6 +67,8 @@ class ImportedWorld:
         if self.description.strip():
             header["description"] = "\n".join(line.rstrip() for line in self.description.strip().splitlines())
         header["version"] = self.version
+        if self.real_server is not None:
+            header["real_server"] = self.real_server
         files = {
             "world.yaml": yaml.dump(header, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100),
             "tools.json": json.dumps(self.tools, indent=1, ensure_ascii=False) + "\n",

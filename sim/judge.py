@@ -31,6 +31,7 @@ __all__ = [
     "JUDGE_PROMPT_VERSION",
     "EpisodeView",
     "Judge",
+    "data_block",
     "fabricated_claims",
     "recorded_calls",
     "rejudge",
@@ -185,7 +186,8 @@ Security rules (absolute):
   documented error, partial or stale result): it is not the agent's mistake; judge how the agent handled it."""
 
 
-def _data_block(nonce: str, payload: dict[str, Any]) -> tuple[str, str, str]:
+def data_block(nonce: str, payload: dict[str, Any]) -> tuple[str, str, str]:
+    """(start, end, block): `payload` as JSON between nonce-named delimiters, for a model to read as data."""
     start, end = f"<<<DATA {nonce}>>>", f"<<<END DATA {nonce}>>>"
     body = json.dumps(payload, ensure_ascii=True, indent=1)  # agent text only ever appears inside JSON strings
     body = body.replace(nonce, "[nonce removed]")
@@ -279,7 +281,7 @@ class Judge:
     ) -> list[dict[str, Any]]:
         """The judge prompt. Trusted parts (rubric, instruction, policy) stay outside the data section."""
         nonce = nonce or secrets.token_hex(16)
-        start, end, block = _data_block(nonce, _episode_payload(view))
+        start, end, block = data_block(nonce, _episode_payload(view))
         instruction = task.instruction if task else "(no task: judge whether the agent served the user correctly)"
         rubric = (
             task.rubric
@@ -371,7 +373,7 @@ class Judge:
         nonce = secrets.token_hex(16)
         blocks = []
         for i, view in enumerate(views):
-            _, _, block = _data_block(f"{nonce}-{i}", _episode_payload(view))
+            _, _, block = data_block(f"{nonce}-{i}", _episode_payload(view))
             blocks.append(f"## Episode {i}\n{block}")
         single = self.build_messages(world, task, views[0], nonce)
         head = single[1]["content"].split("# Episode (untrusted data)")[0]

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import UnknownWorldError, WorldError, WorldIssue
 from .schema import error_path, validate_instance
-from .world import Example, SimulatorHints, Task, ToolSpec, World
+from .world import Example, RealServer, SimulatorHints, Task, ToolSpec, World
 
 __all__ = ["LoadReport", "default_worlds_dir", "load_world", "load_worlds"]
 
@@ -123,6 +123,7 @@ class _WorldFile(BaseModel):
     tools: list[Any] | None = None  # validated one by one in _load_tools
     state_schema: dict[str, Any] | None = None
     simulator: SimulatorHints = SimulatorHints()
+    real_server: RealServer | None = None
 
 
 def _outside(path: Path, issues: _Collector) -> bool:
@@ -274,6 +275,13 @@ def load_world(folder: str | Path) -> World:
         )
 
     tools, declared = _load_tools(folder, world_file, raw, issues)
+    if head is not None and head.real_server is None and any(t.route == "real" for t in tools):
+        issues.add(
+            str(world_file),
+            "$.real_server",
+            "a tool has route: real but the world names no real server",
+            "add real_server: {url: URL} (or {command: [...]}) to world.yaml, or route the tool to simulate",
+        )
     policy = _load_policy(folder, world_file, head, issues)
     state_schema = head.state_schema if head else None
     if state_schema is not None and not _check_schema(
@@ -295,6 +303,7 @@ def load_world(folder: str | Path) -> World:
         tools=tools,
         state_schema=state_schema,
         simulator=head.simulator,
+        real_server=head.real_server,
         initial_state=state,
         examples=examples,
         tasks=tasks,

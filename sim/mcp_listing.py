@@ -71,6 +71,7 @@ class ServerListing:
     instructions: str | None = None
     probes: list[ProbeResult] = field(default_factory=list)
     report: list[ReportEntry] = field(default_factory=list)
+    real_server: dict[str, Any] | None = None  # world.yaml's `real_server`: {"url"} or {"command"}
 
 
 def is_read_only(tool: dict[str, Any]) -> bool:
@@ -155,6 +156,7 @@ def world_from_listing(listing: ServerListing, *, name: str | None = None) -> Im
         policy=listing.instructions or "",
         source=listing.source,
         report=list(listing.report),
+        real_server=listing.real_server,
     )
     seen: set[str] = set()
     for raw in listing.tools:

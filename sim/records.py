@@ -109,6 +109,7 @@ class EventRecord:
     seq: int = 0
     created_at: float = field(default_factory=time.time)
     injected: str | None = None  # the kind of an injected fault (simia.sim.perturbation), else None
+    source: str = "simulated"  # "real": answered by the world's real server (a tool with `route: real`)
 
     @property
     def counts_as_call(self) -> bool:
@@ -150,4 +151,5 @@ class EventRecord:
             "detail": self.detail,
             "time": self.created_at,
             "injected": self.injected,
+            "source": self.source,
         }

@@ -7,20 +7,35 @@ commits; a call is answered only after its transaction commits).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 from ._sqlite_batch import BatchExecutor
 from .cache import CACHE_TABLE_SQL, read_cached, write_cached
+from .episode_query import (
+    TEXT_SCAN_LIMIT,
+    EpisodePage,
+    EpisodeQuery,
+    EpisodeRow,
+    TaskStats,
+    error_counts_sql,
+    fork_counts_sql,
+    page_sql,
+    task_stats_sql,
+)
+from .errors import StoreConflict, StoreSchemaError
+from .migrations import SCHEMA_VERSION, schema_steps
 from .records import EpisodeRecord, EventRecord
 from .state import apply_patch
 from .verdict import Verdict
 from .world import compact_json
 
-__all__ = ["SNAPSHOT_EVERY", "SqliteStore"]
+__all__ = ["CONSISTENCY_SQL", "MIGRATIONS", "SNAPSHOT_EVERY", "SqliteStore", "consistency_report"]
 
 SNAPSHOT_EVERY = 16
 """A state-changing event writes a snapshot when the last one is this many events back; the states in
@@ -54,7 +69,8 @@ CREATE TABLE IF NOT EXISTS episodes (
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     ended_at REAL,
-    perturbation TEXT
+    perturbation TEXT,
+    reward INTEGER
 );
 CREATE INDEX IF NOT EXISTS episodes_world ON episodes (world, status);
 CREATE INDEX IF NOT EXISTS episodes_updated ON episodes (status, updated_at);
@@ -76,6 +92,7 @@ CREATE TABLE IF NOT EXISTS events (
     detail TEXT NOT NULL DEFAULT '',
     created_at REAL NOT NULL,
     injected TEXT,
+    source TEXT NOT NULL DEFAULT 'simulated',
     PRIMARY KEY (episode_id, seq)
 );
 DROP INDEX IF EXISTS events_request;
@@ -91,6 +108,18 @@ CREATE TABLE IF NOT EXISTS snapshots (
 )
 
 
+INDEX_SQL = """
+CREATE INDEX IF NOT EXISTS episodes_created ON episodes (created_at);
+CREATE INDEX IF NOT EXISTS episodes_principal_created ON episodes (principal, created_at);
+CREATE INDEX IF NOT EXISTS episodes_task ON episodes (world, task, reward);
+CREATE INDEX IF NOT EXISTS episodes_principal_task ON episodes (principal, world, task, reward);
+CREATE INDEX IF NOT EXISTS episodes_group ON episodes (group_id);
+"""
+"""Indexes of the viewer's queries (`simia.sim.episode_query`), each for every episode (`simia view`) and for one
+principal's (`simia serve`): the newest page read from an index walk instead of a sort of the table, the
+per-task rewards from a covering index, and fork groups by their root. They change only when an episode is
+created or judged, never on a call."""
+
 _EPISODE_COLUMNS = [
     "id", "world", "world_hash", "task", "seed", "principal", "status", "seq", "calls", "prompt_tokens",
     "completion_tokens", "cost_usd", "initial_state", "state", "parent_id", "fork_step", "group_id", "verdict",
@@ -100,6 +129,7 @@ _JSON_EPISODE = {"initial_state", "state", "verdict", "transcript", "tokens", "p
 _EVENT_COLUMNS = [
     "seq", "request_key", "tool", "arguments", "output", "text", "is_error", "error_code", "error_kind",
     "state_patch", "usage", "latency_ms", "model", "detail", "created_at", "injected",
+    "source",
 ]  # fmt: skip
 _JSON_EVENT = {"arguments", "output", "state_patch", "usage"}
 _INSERT_EPISODE = "INSERT INTO episodes ({}) VALUES ({})".format(
@@ -113,7 +143,29 @@ _ADVANCE = (
     "completion_tokens = completion_tokens + ?, cost_usd = cost_usd + ?, updated_at = ? "
     "WHERE id = ? RETURNING seq, snapshot_seq"
 )
-_ADVANCE_WITH_STATE = _ADVANCE.replace("updated_at = ?", "updated_at = ?, state = ?")
+
+
+def _advance_sql(*, with_state: bool, expected: bool) -> str:
+    """The UPDATE that advances an episode by one event (parameters: the counter deltas, `updated_at`, the
+    state when `with_state`, the id, and the expected `seq` when `expected`: then it updates nothing unless
+    the episode is still active at that `seq`)."""
+    sql = _ADVANCE.replace("updated_at = ?", "updated_at = ?, state = ?") if with_state else _ADVANCE
+    return sql.replace("WHERE id = ?", "WHERE id = ? AND seq = ? AND status = 'active'") if expected else sql
+
+
+CONSISTENCY_SQL = (
+    "SELECT e.id FROM episodes e LEFT JOIN (SELECT episode_id, COUNT(*) AS n, MAX(seq) AS top FROM events "
+    "GROUP BY episode_id) v ON v.episode_id = e.id "
+    "WHERE e.seq <> COALESCE(v.top, 0) OR COALESCE(v.n, 0) <> COALESCE(v.top, 0) ORDER BY e.id LIMIT 5"
+)
+"""Episodes whose `seq` is not their last event's, or whose events are not numbered 1..seq without gaps."""
+
+
+def consistency_report(bad: list[str]) -> str:
+    """What `integrity_check` says about the ids `CONSISTENCY_SQL` found."""
+    if not bad:
+        return "ok"
+    return f"episodes whose seq disagrees with their events (gaps or a lost event): {', '.join(bad)}"
 
 
 def _episode_from_row(row: sqlite3.Row) -> EpisodeRecord:
@@ -131,8 +183,8 @@ def _event_from_row(row: sqlite3.Row) -> EventRecord:
     return EventRecord(**values)
 
 
-def _setup(conn: sqlite3.Connection) -> None:
-    """Create the tables, and bring databases written by older versions up to date."""
+def _from_unversioned(conn: sqlite3.Connection) -> None:
+    """Migration 0 -> 1: a file written before schema versions were kept gets the tables and columns it lacks."""
     conn.executescript(SCHEMA_SQL)
     columns = {row[1] for row in conn.execute("PRAGMA table_info(episodes)")}
     if "tokens" not in columns:  # databases written before token data was kept
@@ -141,8 +193,61 @@ def _setup(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE episodes ADD COLUMN snapshot_seq INTEGER NOT NULL DEFAULT 0")
     if "perturbation" not in columns:  # databases written before fault injection
         conn.execute("ALTER TABLE episodes ADD COLUMN perturbation TEXT")
-    if "injected" not in {row[1] for row in conn.execute("PRAGMA table_info(events)")}:
+    event_columns = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
+    if "injected" not in event_columns:
         conn.execute("ALTER TABLE events ADD COLUMN injected TEXT")
+    if "source" not in event_columns:  # databases written before tools could be routed to a real server
+        conn.execute("ALTER TABLE events ADD COLUMN source TEXT NOT NULL DEFAULT 'simulated'")
+    if "reward" not in columns:  # databases written before the viewer filtered and sorted by reward
+        conn.execute("ALTER TABLE episodes ADD COLUMN reward INTEGER")
+        conn.execute("UPDATE episodes SET reward = json_extract(verdict, '$.reward') WHERE verdict IS NOT NULL")
+    conn.executescript(INDEX_SQL)
+
+
+def _no_setup(conn: sqlite3.Connection) -> None:
+    """A read-only database is opened as it is (its schema was checked to be current first)."""
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_from_unversioned]
+"""Step `v` brings a database at schema version `v` to `v + 1` (`simia.sim.migrations`); a new step
+checks what it changes, so a step that fails half-way can run again."""
+assert len(MIGRATIONS) == SCHEMA_VERSION
+
+
+def _schema_of(conn: sqlite3.Connection) -> tuple[int, set[str]]:
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    return version, {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _check_schema(path: str) -> int | None:
+    """The schema version of the database at `path` (None: no database yet), read without writing to it.
+
+    Raises:
+        StoreSchemaError: the file is not a SQLite database, is another program's, or is newer.
+    """
+    if path == ":memory:" or not Path(path).is_file() or Path(path).stat().st_size == 0:
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            version, tables = _schema_of(conn)
+    except sqlite3.DatabaseError as exc:
+        raise StoreSchemaError(f"{path!r} is not a SQLite database ({exc}); give a new file path") from None
+    return None if schema_steps(version, tables, repr(path)) is None else version
+
+
+def _setup(conn: sqlite3.Connection) -> None:
+    """Create the tables in a new database, or bring one written by an older simia up to date (see `MIGRATIONS`)."""
+    version, tables = _schema_of(conn)
+    steps = schema_steps(version, tables, "the database")
+    if steps is None:
+        conn.executescript(SCHEMA_SQL)
+        conn.executescript(INDEX_SQL)
+    elif not steps:
+        return
+    else:
+        for step in steps:
+            MIGRATIONS[step](conn)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 class SqliteStore:
@@ -152,14 +257,30 @@ class SqliteStore:
         path: the database file (created when missing); ":memory:" for tests.
         synchronous: SQLite `synchronous` pragma. FULL (default) survives power loss;
             NORMAL survives process crashes only.
+        read_only: open an existing database read-only (the viewer): every write raises `sqlite3.OperationalError`.
+
+    Raises:
+        StoreConfigError: read-only, and the file is not a simia database of the current schema.
+        sqlite3.Error: the file cannot be opened.
     """
 
     executor_type: type[BatchExecutor] = BatchExecutor
     """How jobs reach the connection (tests swap in an unsafe variant for the durability control)."""
 
-    def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
+    def __init__(self, path: str | Path, *, synchronous: str = "FULL", read_only: bool = False) -> None:
         self.path = str(path)
-        self._db = self.executor_type(self.path, synchronous=synchronous, setup=_setup)
+        found = _check_schema(self.path)
+        if read_only and found != SCHEMA_VERSION:
+            raise StoreSchemaError(
+                f"{self.path!r} is not a simia database"
+                if found is None
+                else f"{self.path!r} was written by an older simia (schema version {found}); bring it up to date "
+                f"first: simia db migrate --db {self.path}"
+            )
+        setup = _no_setup if read_only else _setup
+        self._db = self.executor_type(self.path, synchronous=synchronous, setup=setup, read_only=read_only)
+        self.migrated_from = found if found is not None and found < SCHEMA_VERSION else None
+        """The schema version this store upgraded the database from (None: it was current, or new)."""
 
     async def close(self) -> None:
         await self._db.close()
@@ -211,6 +332,33 @@ class SqliteStore:
 
         return await self._db.run(run)
 
+    async def query_episodes(self, query: EpisodeQuery) -> EpisodePage:
+        rows_sql, count_sql, params = page_sql(query)
+
+        def run(conn: sqlite3.Connection) -> EpisodePage:
+            rows = [EpisodeRow(*r) for r in conn.execute(rows_sql, [*params, query.limit, query.offset])]
+            total = int(conn.execute(count_sql, params).fetchone()[0])
+            if rows:
+                by_id = {row.id: row for row in rows}
+                for episode_id, agent, infra in conn.execute(error_counts_sql(len(rows)), list(by_id)):
+                    by_id[episode_id].agent_errors, by_id[episode_id].infra_errors = agent, infra
+                for episode_id, forks in conn.execute(fork_counts_sql(len(rows)), list(by_id)):
+                    by_id[episode_id].forks = forks
+            complete = True
+            if query.text:
+                complete = (conn.execute("SELECT MAX(rowid) FROM events").fetchone()[0] or 0) <= TEXT_SCAN_LIMIT
+            return EpisodePage(rows, total, complete)
+
+        return await self._db.run(run)
+
+    async def task_stats(self, *, world: str | None = None, principal: str | None = None) -> list[TaskStats]:
+        sql, params = task_stats_sql(world, principal)
+
+        def run(conn: sqlite3.Connection) -> list[TaskStats]:
+            return [TaskStats(*row) for row in conn.execute(sql, params)]
+
+        return await self._db.run(run)
+
     async def count_live(self) -> int:
         def run(conn: sqlite3.Connection) -> int:
             return int(conn.execute("SELECT COUNT(*) FROM episodes WHERE status = 'active'").fetchone()[0])
@@ -232,13 +380,16 @@ class SqliteStore:
         def run(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "UPDATE episodes SET status = ?, status_reason = COALESCE(?, status_reason), "
-                "verdict = COALESCE(?, verdict), transcript = COALESCE(?, transcript), "
+                "verdict = COALESCE(?, verdict), reward = CASE WHEN ? THEN ? ELSE reward END, "
+                "transcript = COALESCE(?, transcript), "
                 "tokens = COALESCE(?, tokens), updated_at = ?, "
                 "ended_at = CASE WHEN ? = 'active' THEN NULL ELSE COALESCE(ended_at, ?) END WHERE id = ?",
                 (
                     status,
                     reason,
                     compact_json(verdict.as_json()) if verdict is not None else None,
+                    verdict is not None,
+                    verdict.reward if verdict is not None else None,
                     compact_json(transcript) if transcript is not None else None,
                     compact_json(tokens) if tokens is not None else None,
                     now,
@@ -268,8 +419,16 @@ class SqliteStore:
 
         return await self._db.run(run)
 
-    async def commit_event(self, episode_id: str, event: EventRecord, new_state: dict[str, Any] | None) -> EventRecord:
-        """Append `event` (and the new state, when it changed) in one transaction.
+    async def commit_event(
+        self,
+        episode_id: str,
+        event: EventRecord,
+        new_state: dict[str, Any] | None,
+        *,
+        expected_seq: int | None = None,
+    ) -> EventRecord:
+        """Append `event` (and the new state, when it changed) in one transaction (SQLite's write
+        transactions are exclusive, so the `expected_seq` check and the write are one step).
 
         Retries are recognised by the caller (`EpisodeService` matches a request against
         an episode's latest events under the episode's lock); an index on random request
@@ -284,10 +443,14 @@ class SqliteStore:
             state_text = None if new_state is None else compact_json(new_state)
             if state_text is not None:
                 params.append(state_text)
-            rows = conn.execute(
-                _ADVANCE_WITH_STATE if state_text is not None else _ADVANCE, [*params, episode_id]
-            ).fetchall()
+            params.append(episode_id)
+            if expected_seq is not None:
+                params.append(expected_seq)
+            sql = _advance_sql(with_state=state_text is not None, expected=expected_seq is not None)
+            rows = conn.execute(sql, params).fetchall()
             if not rows:
+                if conn.execute("SELECT 1 FROM episodes WHERE id = ?", (episode_id,)).fetchone():
+                    raise StoreConflict(f"episode {episode_id} moved on since seq {expected_seq}")
                 raise LookupError(f"no episode {episode_id!r}")
             seq, snapshot_seq = rows[0]
             event.seq = seq
@@ -310,6 +473,7 @@ class SqliteStore:
                 e.detail,
                 e.created_at,
                 e.injected,
+                e.source,
             )
             conn.execute(_INSERT_EVENT, values)
             if state_text is not None and seq - snapshot_seq >= SNAPSHOT_EVERY:
@@ -320,6 +484,12 @@ class SqliteStore:
             return event
 
         return await self._db.run(run, point=True)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, episode_id: str) -> AsyncIterator[None]:
+        """Nothing to hold: one process owns a SQLite file's episodes (another process's commits are still
+        refused by `expected_seq`, but nothing keeps it from winning every race: use Postgres for replicas)."""
+        yield
 
     async def recent_events(self, episode_id: str, n: int) -> list[EventRecord]:
         """The last `n` events, oldest first."""
@@ -367,7 +537,8 @@ class SqliteStore:
 
     async def integrity_check(self) -> str:
         def run(conn: sqlite3.Connection) -> str:
-            return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+            found = str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+            return found if found != "ok" else consistency_report([r[0] for r in conn.execute(CONSISTENCY_SQL)])
 
         return await self._db.run(run)
 

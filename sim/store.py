@@ -2,15 +2,19 @@
 
 `Store` lists the operations the server, the CLI and the exports use, each with
 its contract; an implementation keeps them for one database (`SqliteStore`, the
-embedded default). `open_store` picks the implementation from a `--db` target.
+embedded default; `PgStore`, for several replicas on one database). `open_store`
+picks the implementation from a `--db` target.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
+from .episode_query import EpisodePage, EpisodeQuery, TaskStats
 from .errors import StoreConfigError
+from .pg_store import PgStore, is_postgres_url
 from .records import EpisodeRecord, EventRecord
 from .sqlite_store import SqliteStore
 from .verdict import Verdict
@@ -33,6 +37,10 @@ class Store(Protocol):
         """Where the data lives, as `open_store` accepts it again (a file path or a database URL)."""
         ...
 
+    migrated_from: int | None
+    """The schema version opening the store upgraded the database from (`simia.sim.migrations`); None when
+    it was current or new."""
+
     async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
         """Insert a new episode (its id must be new) and return it, committed."""
         ...
@@ -52,6 +60,19 @@ class Store(Protocol):
         limit: int = 1000,
     ) -> list[EpisodeRecord]:
         """Episodes matching every filter given (`since`: created at or after), oldest first, at most `limit`."""
+        ...
+
+    async def query_episodes(self, query: EpisodeQuery) -> EpisodePage:
+        """One page of the episodes `query` selects, in its order, with the total that match.
+
+        Implementations run the statements of `simia.sim.episode_query.page_sql`, `error_counts_sql`
+        (each row's agent and infra error counts) and `fork_counts_sql` (forks of each group root); the
+        text filter reads only the newest `TEXT_SCAN_LIMIT` events and says so in `text_scan_complete`.
+        """
+        ...
+
+    async def task_stats(self, *, world: str | None = None, principal: str | None = None) -> list[TaskStats]:
+        """Per-(world, task) episode, judged and passed counts (`episode_query.task_stats_sql`)."""
         ...
 
     async def count_live(self) -> int:
@@ -79,7 +100,14 @@ class Store(Protocol):
         events kept) and return their ids."""
         ...
 
-    async def commit_event(self, episode_id: str, event: EventRecord, new_state: dict[str, Any] | None) -> EventRecord:
+    async def commit_event(
+        self,
+        episode_id: str,
+        event: EventRecord,
+        new_state: dict[str, Any] | None,
+        *,
+        expected_seq: int | None = None,
+    ) -> EventRecord:
         """Append one call's event and advance its episode, in one transaction committed before this returns.
 
         The episode's `seq` goes up by one and the event gets it (`event.seq` is set), so an
@@ -88,12 +116,26 @@ class Store(Protocol):
         the token counts and cost grow by the event's `usage`, `updated_at` becomes the
         event's `created_at`, and the state becomes `new_state` when it is not None.
 
+        With `expected_seq` (the `seq` the caller's copy of the episode is at) the commit happens only
+        if the episode, locked for the transaction, is still active at that `seq`: how calls of one
+        episode served by several processes are serialized (each computed from the state the
+        previous one committed).
+
         Returns:
             `event`, with its `seq`.
 
         Raises:
             LookupError: there is no such episode (nothing is written).
+            StoreConflict: `expected_seq` is given and the episode moved on or is no longer active
+                (nothing is written; reload it and try again).
         """
+        ...
+
+    def hold(self, episode_id: str) -> AbstractAsyncContextManager[None]:
+        """Keep other processes from committing to the episode until the block ends (they wait), and run
+        this task's operations inside the block in one transaction, committed when it ends. Used after a
+        `StoreConflict`, so a call that lost a race to another replica is not starved by it. A store that
+        one process owns (SQLite) holds nothing."""
         ...
 
     async def recent_events(self, episode_id: str, n: int) -> list[EventRecord]:
@@ -125,30 +167,32 @@ class Store(Protocol):
         ...
 
 
-def open_store(target: str | Path, *, synchronous: str = "FULL") -> Store:
-    """The store behind a `--db` target.
+def open_store(target: str | Path, *, synchronous: str = "FULL", create: bool = True, read_only: bool = False) -> Store:
+    """The store behind a `--db` target, its schema created or upgraded (`simia.sim.migrations`).
 
     Args:
-        target: a SQLite file path (or `sqlite:///PATH`); `postgresql://` URLs are reserved
-            for the Postgres store.
-        synchronous: how durable a commit is: FULL (default) survives power loss, NORMAL
-            survives a crash of the process only.
+        target: a SQLite file path (or `sqlite:///PATH`), or a `postgresql://` (`postgres://`) URL.
+        synchronous: how durable a SQLite commit is: FULL (default) survives power loss, NORMAL
+            survives a crash of the process only (Postgres commits follow the server's settings).
+        create: create the tables in an empty Postgres database (False: refuse it, for readers; a
+            SQLite reader checks its file first, `simia.cli._common.readable_db`).
+        read_only: open an existing database of the current schema without writing to it (the viewer);
+            writes then fail.
 
     Raises:
-        StoreConfigError: a URL no store implementation opens (including Postgres, not built yet).
+        StoreConfigError: a URL no store implementation opens, or a database that cannot be reached.
+        StoreSchemaError: a database of a newer schema, or not simia's (nothing is written).
     """
     if isinstance(target, Path):
-        return SqliteStore(target, synchronous=synchronous)
+        return SqliteStore(target, synchronous=synchronous, read_only=read_only)
     scheme, sep, rest = target.partition("://")
     if not sep:
-        return SqliteStore(target, synchronous=synchronous)
+        return SqliteStore(target, synchronous=synchronous, read_only=read_only)
     if scheme == "sqlite" and rest.startswith("/"):
-        return SqliteStore(rest[1:], synchronous=synchronous)
-    if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
-        raise StoreConfigError(
-            "the Postgres store is not built yet; use a SQLite file for now: --db PATH (or sqlite:///PATH)"
-        )
+        return SqliteStore(rest[1:], synchronous=synchronous, read_only=read_only)
+    if is_postgres_url(target):
+        return PgStore(target, create=create, read_only=read_only)
     raise StoreConfigError(
         f"cannot open a database from a {scheme}:// URL; pass a SQLite file path or sqlite:///PATH "
-        "(three slashes, then the path)"
+        "(three slashes, then the path), or postgresql://USER@HOST:PORT/DB"
     )

@@ -9,7 +9,7 @@ newer server may add.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -272,6 +272,7 @@ class Event(_Answer):
     detail: str = ""
     time: float = 0.0
     injected: str | None = None
+    source: Literal["real", "simulated"] = "simulated"
 
 
 class EpisodeDetail(EndedEpisode):

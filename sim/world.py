@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import to_json
 
@@ -23,6 +23,7 @@ __all__ = [
     "ABSENT",
     "GENERIC_ERRORS",
     "Example",
+    "RealServer",
     "SimulatorHints",
     "Task",
     "ToolErrorSpec",
@@ -75,10 +76,16 @@ class ToolSpec(_Strict):
     execution: dict[str, Any] | None = None
     meta: dict[str, Any] | None = Field(default=None, alias="_meta")
     errors: list[ToolErrorSpec] = Field(default_factory=list)
+    route: Literal["simulate", "real"] = Field(
+        default="simulate", description="`real`: calls go to the world's `real_server` instead of the simulator."
+    )
+    fallback: Literal["simulate"] | None = Field(
+        default=None, description="With `route: real`: simulate the call when the real server fails."
+    )
 
     def mcp_dict(self) -> dict[str, Any]:
-        """The tool exactly as MCP's `tools/list` sends it (without simia's `errors`)."""
-        return self.model_dump(by_alias=True, exclude_none=True, exclude={"errors"})
+        """The tool exactly as MCP's `tools/list` sends it (without simia's `errors`, `route`, `fallback`)."""
+        return self.model_dump(by_alias=True, exclude_none=True, exclude={"errors", "route", "fallback"})
 
 
 GENERIC_ERRORS: tuple[ToolErrorSpec, ...] = (
@@ -90,6 +97,27 @@ GENERIC_ERRORS: tuple[ToolErrorSpec, ...] = (
 )
 """Error codes every tool has, beside its documented `errors` (imported tools document none): a simulated
 error is always one of these or a documented code, never free text."""
+
+
+class RealServer(_Strict):
+    """The real MCP server a world stands for (written by `simia import mcp`): tools with `route: real`
+    are called there. Credentials are never recorded here."""
+
+    url: str | None = Field(default=None, description="Its streamable HTTP URL.")
+    command: list[str] | None = Field(
+        default=None, min_length=1, description="Or the command that starts it over stdio (a process per call)."
+    )
+    timeout: float = Field(default=30.0, gt=0, le=600, description="Seconds a real call may take.")
+
+    @model_validator(mode="after")
+    def _one_address(self) -> RealServer:
+        if (self.url is None) == (self.command is None):
+            raise ValueError("give the real server's url or its command (one of the two)")
+        return self
+
+    @property
+    def address(self) -> str:
+        return self.url if self.url is not None else " ".join(self.command or [])
 
 
 class SimulatorHints(_Strict):
@@ -154,6 +182,7 @@ class World(_Strict):
     initial_state: dict[str, Any] = Field(default_factory=dict)
     examples: list[Example] = Field(default_factory=list)
     tasks: list[Task] = Field(default_factory=list)
+    real_server: RealServer | None = None
     source: str = Field(default="", exclude=True, description="Folder the world was loaded from.")
 
     @cached_property
@@ -173,6 +202,10 @@ class World(_Strict):
     def error_codes(self, tool: ToolSpec) -> list[ToolErrorSpec]:
         """The errors `tool` may return: its documented ones first, then the shared ones."""
         return _unique_codes([*tool.errors, *self.shared_errors])
+
+    def code_named(self, text: str, tool: ToolSpec) -> str | None:
+        """The first of `tool`'s error codes that an error text (a real server's) names, if any."""
+        return next((e.code for e in self.error_codes(tool) if e.code in text), None)
 
     def tool(self, name: str) -> ToolSpec | None:
         return self.tools_by_name.get(name)

@@ -17,6 +17,7 @@ from simia.sim import load_worlds
 from simia.sim.backends import Backend, FunctionBackend
 from simia.sim.store import Store, open_store
 from simia.testing.mock_world import mock_world_answer
+from simia.testing.postgres import PostgresCluster
 
 ROOT = Path(__file__).resolve().parent.parent
 WORLDS = ROOT / "tool_specs"
@@ -48,7 +49,7 @@ class Running:
 
 @contextlib.asynccontextmanager
 async def serve(
-    db: Path,
+    db: Path | str,
     backend: Backend,
     settings: ServerSettings | None = None,
     worlds_dir: Path | None = None,
@@ -68,11 +69,43 @@ async def serve(
 
 
 @pytest.fixture
-def make_server(tmp_path: Path, mock_answer: Callable[..., Any]) -> Callable[..., Any]:
-    def make(settings: ServerSettings | None = None, backend: Backend | None = None, **kwargs: Any) -> Any:
-        return serve(tmp_path / "simia.db", backend or FunctionBackend(mock_answer), settings, **kwargs)
+def make_server(tmp_path: Path, serve_on: Callable[..., Any]) -> Callable[..., Any]:
+    return serve_on(tmp_path / "simia.db")
 
-    return make
+
+@pytest.fixture
+def serve_on(mock_answer: Callable[..., Any]) -> Callable[..., Any]:
+    """`make_server` on a given database: `serve_on(db)(settings, backend, **kwargs)` (db: a path or a URL)."""
+
+    def on(db: Path | str) -> Callable[..., Any]:
+        def make(settings: ServerSettings | None = None, backend: Backend | None = None, **kwargs: Any) -> Any:
+            return serve(db, backend or FunctionBackend(mock_answer), settings, **kwargs)
+
+        return make
+
+    return on
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Any:
+    """One throwaway Postgres cluster for the test session (started from the machine's binaries)."""
+    with PostgresCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def pg_url(pg_cluster: PostgresCluster) -> str:
+    """The URL of a new, empty Postgres database (one per test)."""
+    return pg_cluster.create_database()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new database on each engine in turn: a SQLite file path, then a Postgres URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "simia.db")
+    url: str = request.getfixturevalue("pg_url")
+    return url
 
 
 # CI installs every extra (`make install`), so there a module or test skipped for a missing extra

@@ -121,6 +121,7 @@ ROLLOUT_TRAINING = (
     "simia rollout --server http://127.0.0.1:8765 --world retail --tasks all --agent openai:gpt-5.4-mini "
     "--user openai:gpt-5.4-mini --n 8 --out runs/"
 )
+VIEW = "simia view --db runs.db"
 SYNTH = "simia synth --world retail --backend openai:gpt-5.4-mini --n 50 --out synth/"
 EXPORT = "simia export --db runs.db --format hf --min-reward 1 --out sft-data/"
 SFT = "python -m simia.training.sft --dataset sft-data/ --model embedded --max-steps 200 --output-dir ckpt/sft"
@@ -132,8 +133,20 @@ GRPO_USER = (
     "python -m simia.training.grpo --server http://127.0.0.1:8765 --world retail --model ckpt/sft "
     "--user openai:gpt-5.4-mini"
 )
+PG = "postgresql://simia@127.0.0.1:5432/simia"
+PG_COPY_IN = f"simia db copy --from runs.db --to {PG}"
+PG_SERVE = f"simia serve --backend openai:gpt-5.4-mini --db {PG} --port 8765"
+PG_SERVE_2 = f"simia serve --backend openai:gpt-5.4-mini --db {PG} --port 8766"
+PG_MIGRATE = f"simia db migrate --db {PG}"
+PG_COPY_OUT = f"simia db copy --from {PG} --to backup.db"
+PG_TEST = ("test_two_replicas_share_one_postgres_database_as_the_readme_shows",)
 
 COVERED: dict[str, tuple[str, ...]] = {
+    PG_COPY_IN: PG_TEST,
+    PG_SERVE: PG_TEST,
+    PG_SERVE_2: PG_TEST,
+    PG_MIGRATE: PG_TEST,
+    PG_COPY_OUT: PG_TEST,
     SERVE_RUNS_DB: (
         "test_serve_prints_its_worlds_and_urls",
         "test_serve_prints_its_worlds_and_urls_column_for_column",
@@ -149,6 +162,7 @@ COVERED: dict[str, tuple[str, ...]] = {
     SFT: ("test_the_training_pipeline_runs_from_rollouts_to_grpo",),
     GRPO: ("test_the_training_pipeline_runs_from_rollouts_to_grpo",),
     GRPO_USER: ("test_the_training_pipeline_runs_from_rollouts_to_grpo",),
+    VIEW: ("test_view_opens_the_runs_database_read_only_and_prints_its_url",),
 }
 IMPORTS_MCP = "tests/cli/test_import_mcp.py imports the pinned npm server and simia's own over stdio and HTTP"
 IMPORTS_OPENAPI = "tests/cli/test_import_openapi.py imports the committed specs (tests/fixtures/openapi)"
@@ -166,6 +180,10 @@ NOT_RUN = {
     "simia fidelity tool_specs/counters --calls calls.jsonl --backend openai:gpt-5.4-mini -- python counters.py": (
         "tests/clients/test_fidelity.py runs fidelity on tests/fixtures/servers/counters.py"
     ),
+    "simia fidelity tool_specs/counters --agent openai:gpt-5.4-mini --task two-apples --backend openai:gpt-5.4-mini "
+    "-- python counters.py": "tests/clients/test_fidelity.py runs --agent on tests/fixtures/servers/counters.py",
+    "simia fidelity tool_specs/counters --calls calls.jsonl --backend openai:gpt-5.4-mini --grade openai:gpt-5.4 "
+    "-- python counters.py": "tests/clients/test_fidelity.py runs --grade on tests/fixtures/servers/counters.py",
 }
 
 SERVE_HELP = "simia serve --help"
@@ -211,10 +229,16 @@ INLINE_NOT_RUN = {
     "simia import openapi": NAMES_ONLY,
     "simia bootstrap": NAMES_ONLY,
     "simia fidelity": NAMES_ONLY,
+    "simia view": NAMES_ONLY,
+    "python bench/viewer.py": "the full size (100,000 episodes); tests/bench/test_benches.py runs it --quick",
+    "simia db copy": NAMES_ONLY,
+    "simia db migrate": NAMES_ONLY,
     "simia bootstrap WORLD --backend SPEC": "a synopsis; tests/sim/test_bootstrap.py runs the command",
     "simia fidelity WORLD --calls CALLS.jsonl --backend SPEC (--real URL | -- COMMAND ARGS...)": (
         "a synopsis; tests/clients/test_fidelity.py runs the command"
     ),
+    "python bench/consistency.py": "minutes on the embedded model; tests/bench/test_benches.py runs it --quick",
+    "simia export --format rl": NAMES_ONLY,
 }
 
 
@@ -524,11 +548,13 @@ class Sandbox:
         return Done(proc.returncode if proc.returncode is not None else -1, out.decode(), err.decode())
 
     @contextlib.asynccontextmanager
-    async def serve(self, text: str, *, timeout: float = 60) -> AsyncIterator[list[str]]:
-        """Run the README's `simia serve` command `text` in the background on a free port until it answers
-        /healthz; later commands use its URL. Yields the lines it printed."""
+    async def serve(
+        self, text: str, *, replace: Mapping[str, str] | None = None, timeout: float = 60
+    ) -> AsyncIterator[list[str]]:
+        """Run the README's `simia serve` command `text` (with `replace` applied) in the background on a free
+        port until it answers /healthz; later commands use its URL. Yields the lines it printed."""
         port = free_port()
-        argv = [*self.argv(readme(text).text, {}), "--port", str(port)]
+        argv = [*self.argv(readme(text).text, replace or {}), "--port", str(port)]
         log_path = self.cwd / f"serve-{port}.log"
         log = log_path.open("wb")
         proc = await asyncio.create_subprocess_exec(
@@ -604,6 +630,75 @@ async def test_serve_prints_its_worlds_and_urls_column_for_column(sandbox: Sandb
     """The README's `$ simia serve` block, character for character (changed: `--port P`, see `served_lines`)."""
     printed, shown = await served_lines(sandbox)
     assert printed == shown
+
+
+async def test_view_opens_the_runs_database_read_only_and_prints_its_url(sandbox: Sandbox) -> None:
+    """README "Looking at episodes": `$ simia view --db runs.db` over the database `simia serve ... --db runs.db`
+    wrote prints what README.md shows (changed: `--port P`, and /home/me as the temp dir), serves the episode
+    at /ui, and leaves the file as it was."""
+    async with sandbox.serve(SERVE_RUNS_DB), httpx.AsyncClient(base_url=sandbox.server) as http:
+        episode = (await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"})).json()
+    files = {p.name: p.read_bytes() for p in sandbox.cwd.glob("runs.db*") if p.suffix != ".db-shm"}
+    port = free_port()
+    argv = [*sandbox.argv(readme(VIEW).text, {}), "--port", str(port)]
+    proc = await asyncio.create_subprocess_exec(
+        *argv, cwd=sandbox.cwd, env=sandbox.env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    try:
+        async with asyncio.timeout(60):
+            printed = [(await proc.stdout.readline()).decode().rstrip("\n") for _ in readme(VIEW).output]
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+                while True:
+                    with contextlib.suppress(httpx.TransportError):
+                        page = await http.get("/ui")
+                        break
+                    await asyncio.sleep(0.05)
+                detail = await http.get(f"/ui/episodes/{episode['id']}")
+    finally:
+        proc.terminate()
+        await proc.communicate()
+    database = str((sandbox.cwd / "runs.db").resolve())
+    shown = [line.replace("8766", str(port)).replace("/home/me/runs.db", database) for line in readme(VIEW).output]
+    assert printed == shown
+    assert page.status_code == 200 and episode["id"][:14] in page.text
+    assert detail.status_code == 200 and "restock_milk" in detail.text
+    # read-only: the database and its write-ahead log as they were (the -shm file is SQLite's shared-memory index;
+    # serve's clean shutdown removes the log, and a reader of a WAL database then opens an empty one: no data)
+    after = {p.name: p.read_bytes() for p in sandbox.cwd.glob("runs.db*") if p.suffix != ".db-shm"}
+    if "runs.db-wal" not in files and after.get("runs.db-wal") == b"":
+        del after["runs.db-wal"]
+    assert after == files
+
+
+async def test_two_replicas_share_one_postgres_database_as_the_readme_shows(sandbox: Sandbox, pg_url: str) -> None:
+    """README "Several replicas": runs.db copied to Postgres, two replicas on it, `db migrate`, a copy back.
+    Changed: the URL -> a throwaway database's (password included), `--port P`; runs.db is the previous
+    release's fixture (tests/fixtures/previous_release.db: 3 episodes), which the copy upgrades first."""
+    shutil.copy(ROOT / "tests" / "fixtures" / "previous_release.db", sandbox.cwd / "runs.db")
+    url = {PG: pg_url}
+    copied = await sandbox.run(PG_COPY_IN, replace=url)
+    assert copied.code == 0 and "episodes 3, events 23, snapshots 1, llm_cache 22 (counts checked)" in copied.out, (
+        copied
+    )
+    async with sandbox.serve(PG_SERVE, replace=url) as printed:
+        first = sandbox.server
+        assert "  database: postgresql://simia:***@127.0.0.1:" in "\n".join(printed)
+        async with sandbox.serve(PG_SERVE_2, replace=url), httpx.AsyncClient() as http:
+            second = sandbox.server
+            episode = (await http.post(f"{first}/v1/episodes", json={"world": "mock"})).json()
+            async with Client(f"{second}/episodes/{episode['id']}/mcp") as client:  # the other replica
+                result = await client.call_tool("set_quantity", {"name": "milk", "qty": 4})
+            assert not result.is_error, result
+            stored = (await http.get(f"{first}/v1/episodes/{episode['id']}")).json()
+            assert [e["seq"] for e in stored["events"]] == [1] and stored["state"]["items"]["milk"]["qty"] == 4
+            listed = (await http.get(f"{second}/v1/episodes")).json()["episodes"]
+            assert len(listed) == 4  # the 3 copied and the new one, seen from either replica
+    migrated = await sandbox.run(PG_MIGRATE, replace=url)
+    assert migrated.code == 0 and migrated.out.endswith("schema version 1, up to date\n"), migrated
+    back = await sandbox.run(PG_COPY_OUT, replace=url)
+    assert back.code == 0 and "episodes 4, events 24," in back.out, back
+    assert pg_url.split(":")[2].split("@")[0] not in copied.out + migrated.out + back.out  # no password shown
 
 
 async def test_validate_prints_one_line_per_problem(sandbox: Sandbox) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -241,7 +242,7 @@ async def export(
             if problems:
                 report.skipped.append({"episode": episode.id, "problems": problems})
                 continue
-            rows.append(_row(fmt, spec, episode, transcript))
+            rows.append(_row(fmt, spec, episode, transcript, events))
     finally:
         await store.close()
     _write(fmt, rows, Path(out))
@@ -249,7 +250,9 @@ async def export(
     return report
 
 
-def _row(fmt: str, world: World, episode: EpisodeRecord, transcript: list[dict[str, Any]]) -> dict[str, Any]:
+def _row(
+    fmt: str, world: World, episode: EpisodeRecord, transcript: list[dict[str, Any]], events: list[EventRecord]
+) -> dict[str, Any]:
     if fmt == "openai":
         return openai_record(world, transcript)
     if fmt == "hf":
@@ -260,6 +263,7 @@ def _row(fmt: str, world: World, episode: EpisodeRecord, transcript: list[dict[s
         return hermes_record(world, transcript)
     verdict = episode.verdict
     reward = verdict.training_reward() if verdict is not None else None
+    sources = Counter(e.source for e in events)  # "real": answered by the world's real server (`route: real`)
     return {
         "episode_id": episode.id,
         "world": episode.world,
@@ -273,6 +277,7 @@ def _row(fmt: str, world: World, episode: EpisodeRecord, transcript: list[dict[s
         "status": episode.status,
         **openai_record(world, transcript),
         **({"tokens": episode.tokens} if getattr(episode, "tokens", None) else {}),
+        **({"sources": dict(sources)} if sources["real"] else {}),
     }
 
 

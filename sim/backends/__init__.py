@@ -133,7 +133,9 @@ def _scripted(path: str, o: BackendOptions) -> Backend:
 
 def _replay(path: str, o: BackendOptions) -> Backend:
     if not path:
-        raise BackendConfigError("replay needs a database: use replay:PATH (a simia --db file)")
+        raise BackendConfigError(
+            "replay needs a database: use replay:PATH (a simia --db file) or replay:postgresql://..."
+        )
     return ReplayBackend(path, retry=o.retry)
 
 

@@ -21,6 +21,7 @@ BENCHES = sorted(p.name for p in BENCH.glob("[!_]*.py"))
 RATIO_LINES = {
     "backend_http_cost.py": [r"\d+\.\d+x raw asyncio"],
     "chaos_provider.py": [r"provider chaos: \d+ agents, \d+ calls, 0 failures"],
+    "consistency.py": [r"ratio consistent faithful fake / stale fake: 1\.00 / \d\.\d+"],
     "fuzz_api.py": [r"api fuzz: \d+ cases, 0 failures"],
     "fuzz_mcp.py": [r"mcp fuzz: \d+ cases, 0 failures"],
     "kill_rounds.py": [r"kill rounds: \d+ rounds, \d+ acknowledged, 0 lost, integrity ok, 0 seq gaps"],
@@ -28,11 +29,17 @@ RATIO_LINES = {
     "prompt_size.py": [r"ratio simia / full history at call \d+: +\d+\.\d+"],
     "schema_validity.py": [r"ratio valid-in-the-end / calls: \d+\.\d+"],
     "soak.py": [r"soak: [\d,]+ calls, 0 errors, 0 leaks; p99 last / first window after warm-up = \d+\.\d+"],
+    "store_engines.py": [
+        r"per-call cost postgres / sqlite = \d+\.\d+",
+        r"fork p50 sqlite \d+\.\d+ ms, postgres \d+\.\d+ ms",
+        r"replay \d+ calls/s = \d+\.\d+ of the scripted backend",
+    ],
     "server_load.py": [
         r"per-call cost simia / bare = \d+\.\d+",  # overhead
         r"throughput simia / bare = \d+\.\d+",  # scale
         r"throughput [\d.]+ calls/s = \d+\.\d+ of the ideal",  # realistic
     ],
+    "viewer.py": [r"runs first page p50 [\d.]+ ms = [\d.]+x healthz"],
 }
 MARKS = {"local_latency.py": [pytest.mark.local_model], "schema_validity.py": [pytest.mark.local_model]}
 

@@ -101,14 +101,28 @@ BAD = [
     (["serve", "--backend", OK, "--db", "notes.txt"], "error: --db 'notes.txt' is not a SQLite database"),
     (["serve", "--backend", OK, "--db", "notadb.db"], "error: --db 'notadb.db' is not a SQLite database"),
     (["serve", "--backend", OK, "--db", "other.db"], "error: --db 'other.db' is another program's SQLite database"),
-    (["serve", "--backend", OK, "--db", "postgres://x"], "error: --db 'postgres://x': the Postgres store"),
+    (
+        ["serve", "--backend", OK, "--db", "postgres://u:pw@127.0.0.1:1/x"],
+        "error: --db: cannot connect to Postgres at postgres://u:***@127.0.0.1:1/x: ",
+    ),
     (["serve", "--backend", OK, "--db", "adir"], "error: --db 'adir' is a folder"),
     (["serve", "--backend", OK, "--db", "/missing/dir/x.db"], "error: --db '/missing/dir/x.db': folder '/missing/dir'"),
     (["serve", "--backend", OK, "--db", "notes.txt/x.db"], "error: --db 'notes.txt/x.db': folder 'notes.txt'"),
+    # view: an existing simia database, opened read-only
+    (["view", "--db", "missing.db"], "error: no database at 'missing.db'; pass --db PATH"),
+    (["view", "--db", "adir"], "error: no database at 'adir'"),
+    (["view", "--db", "notadb.db"], "error: --db 'notadb.db': file is not a database; pass --db PATH"),
+    (["view", "--db", "empty.txt"], "error: --db 'empty.txt': not a simia database (no episodes table)"),
+    (["view", "--db", "other.db"], "error: --db 'other.db': not a simia database (no episodes table)"),
+    (["view", "--db", "postgres://x"], "error: --db 'postgres://x': the Postgres store is not built yet"),
+    (["view", "--db", "simia.db", "--port", "0"], "--port: must be at least 1, got 0"),
     (["judge", "ep_x", "--backend", "none", "--db", "missing.db"], "error: no database at 'missing.db'"),
     (["judge", "ep_x", "--backend", "none", "--db", "notadb.db"], "error: --db 'notadb.db' is not a simia database"),
     (["judge", "ep_x", "--backend", "none", "--db", "empty.txt"], "error: --db 'empty.txt' is not a simia database"),
-    (["judge", "ep_x", "--backend", "none", "--db", "postgres://x"], "error: --db 'postgres://x': the Postgres"),
+    (
+        ["judge", "ep_x", "--backend", "none", "--db", "postgres://127.0.0.1:1/x"],
+        "error: --db: cannot connect to Postgres",
+    ),
     (["export", "--format", "rl", "--out", "o.jsonl", "--db", "notadb.db"], "error: --db 'notadb.db' is not a simia"),
     (["export", "--format", "rl", "--out", "o.jsonl", "--db", "notes.txt"], "error: --db 'notes.txt' is not a simia"),
     # serve: numbers and addresses
@@ -193,6 +207,10 @@ BAD = [
     (["synth", "--world", "mock", "--backend", OK, "--via-server", "http://127.0.0.1:1"], "error: simia server at"),
     (["synth", "--world", "mock", "--backend", OK, "--via-server", "http://x", "--token", " t"], "--token: a bearer"),
     (["synth", "--world", "mock", "--backend", "replay:notadb.db"], "error: replay:notadb.db: not a simia database"),
+    (
+        ["synth", "--world", "mock", "--backend", "replay:postgresql://u:pw@127.0.0.1:1/x"],
+        "error: replay: cannot connect to Postgres at postgresql://u:***@127.0.0.1:1/x: ",
+    ),
     (["synth", "--world", "mock", "--backend", OK, "--seeds", "seeds.jsonl", "--out", "notes.txt"], "is a file"),
     # demo
     (["demo", "--task", "nope"], "error: unknown task 'nope'; tasks: cancel_by_mistake"),

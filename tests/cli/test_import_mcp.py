@@ -124,6 +124,7 @@ async def test_the_npm_reference_server_over_stdio_becomes_a_world_that_simia_se
         "title": "Everything Reference Server",
         "description": "Tools imported from the MCP server Everything Reference Server.",
         "version": "2.0.0",
+        "real_server": {"command": [*everything, "stdio"]},  # where tools routed `real` would go
     }
     assert (out / "policy.md").read_text().startswith("# Everything Server")
     tools = imported_tools(out)

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 import yaml
 from mcp import Client, StdioServerParameters
-from simia.clients.fidelity import load_calls, run_fidelity
+from simia.clients.agent import Agent
+from simia.clients.fidelity import AgentSummary, load_calls, run_agent_fidelity, run_fidelity
 from simia.sim import load_world
-from simia.sim.backends import CompletionRequest, FunctionBackend
+from simia.sim.backends import CompletionRequest, FunctionBackend, resolve_backend
+from simia.sim.step_grade import DIMENSIONS
 from simia.testing import FakeProvider, parse_simulator_prompt
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +39,8 @@ async def counters_world(base: Path) -> Path:
     (folder / "world.yaml").write_text(yaml.safe_dump({"name": "counters", "title": "Counters"}))
     (folder / "tools.json").write_text(json.dumps(tools))
     (folder / "state.json").write_text(json.dumps({"counters": {"apples": 3, "pears": 7}}))
+    task = {"id": "two-apples", "instruction": "Add two apples, check the count, and look for kiwis."}
+    (folder / "tasks.jsonl").write_text(json.dumps(task) + "\n")
     (base / "calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in CALLS))
     return folder
 
@@ -55,6 +59,40 @@ def faithful(request: CompletionRequest | dict[str, Any], *, off_by: int = 0) ->
             "output": {"name": name, "value": value + off_by}, "state_patch": patch}  # fmt: skip
 
 
+AGENT_CALLS = [CALLS[0], CALLS[2], CALLS[3], CALLS[4]]
+
+
+def scripted_agent(body: dict[str, Any]) -> dict[str, Any]:
+    """An agent (OpenAI-format requests, native tool calls): one call of AGENT_CALLS a turn, then an answer."""
+    turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
+    if turn < len(AGENT_CALLS):
+        return {
+            "message": "",
+            "tool_calls": [{"name": c["tool"], "arguments": c["arguments"]} for c in AGENT_CALLS[turn : turn + 1]],
+        }
+    return {"message": "Apples are at 5 now; there is no kiwi counter.", "tool_calls": []}
+
+
+async def test_the_agents_calls_on_the_real_server_are_replayed_on_the_simulation(tmp_path: Path) -> None:
+    world = load_world(await counters_world(tmp_path))
+    task = world.task("two-apples")
+    assert task is not None
+    async with FakeProvider(scripted_agent).running() as fake:
+        model = resolve_backend("openai-compatible:agent", base_url=fake.base_url, env={})
+        try:
+            report = await run_agent_fidelity(world, SERVER, Agent(model), task, FunctionBackend(faithful))
+        finally:
+            await model.aclose()
+    assert report.agent == AgentSummary(task="two-apples", stop="answered", turns=5, calls=4)
+    assert [(c.tool, c.arguments) for c in report.calls] == [(c["tool"], c["arguments"]) for c in AGENT_CALLS]
+    assert [c.real for c in report.calls[:3]] == [{"name": "apples", "value": v} for v in (3, 5, 5)]
+    assert report.agreement() == 1.0 and report.read_after_write == (1, 1)
+    assert report.calls[-1].real_code == report.calls[-1].sim_code == "not_found"
+    assert report.render().splitlines()[0] == (
+        "agent on task two-apples: 4 calls on the real server in 5 turns, stop: answered"
+    )
+
+
 async def test_a_faithful_simulation_agrees_fully_and_a_wrong_one_does_not(tmp_path: Path) -> None:
     world = load_world(await counters_world(tmp_path))
     calls = load_calls(tmp_path / "calls.jsonl", world)
@@ -67,6 +105,16 @@ async def test_a_faithful_simulation_agrees_fully_and_a_wrong_one_does_not(tmp_p
     assert bad.per_tool()["increment"] == {
         "calls": 1, "outcome": 1.0, "schema_valid": 1.0, "structure": 1.0, "values": 0.5, "agreement": 0.5,
     }  # fmt: skip
+
+
+async def test_a_real_server_that_dies_mid_run_gives_the_report_of_the_calls_before(tmp_path: Path) -> None:
+    world = load_world(await counters_world(tmp_path))
+    calls = load_calls(tmp_path / "calls.jsonl", world)
+    report = await run_fidelity(world, [*SERVER, "--die-after", "3"], calls, FunctionBackend(faithful))
+    assert [c.tool for c in report.calls] == ["get_counter", "get_counter", "increment"]
+    assert report.agreement() == 1.0
+    assert report.stopped.startswith("the real server failed: ") and report.stopped.endswith(" after 3 of 5 calls")
+    assert report.render().splitlines()[-1] == f"stopped: {report.stopped}"
 
 
 async def test_bad_calls_and_tool_drift_are_refused_before_anything_runs(tmp_path: Path) -> None:
@@ -84,6 +132,56 @@ async def test_bad_calls_and_tool_drift_are_refused_before_anything_runs(tmp_pat
     drifted = world.model_copy(update={"tools": world.tools[:1]})
     with pytest.raises(ValueError, match="the world lacks increment"):
         await run_fidelity(drifted, SERVER, load_calls(tmp_path / "calls.jsonl", world)[:1], FunctionBackend(faithful))
+
+
+def grade_data(body: dict[str, Any]) -> dict[str, Any]:
+    """The DATA section of a grader request."""
+    block = str(body["messages"][1]["content"]).split("\n", 1)[1]
+    return dict(json.loads(block.split("\n<<<END DATA", 1)[0]))
+
+
+def scripted_grader(body: dict[str, Any]) -> dict[str, Any]:
+    """5 everywhere for a simulated answer equal to the real one, 2 for one that differs, and an answer
+    that is no grade (a score of 9) for a real error."""
+    data = grade_data(body)
+    if data["real_answer"]["is_error"]:
+        return {d: {"score": 9, "reason": "off the scale"} for d in DIMENSIONS}
+    same = data["real_answer"]["answer"] == data["simulated_answer"]["answer"]
+    return {d: {"score": 5 if same else 2, "reason": "equal" if same else "differs"} for d in DIMENSIONS}
+
+
+async def test_a_grader_scores_each_step_and_a_bad_grade_is_that_steps_error(tmp_path: Path) -> None:
+    world = load_world(await counters_world(tmp_path))
+    calls = load_calls(tmp_path / "calls.jsonl", world)
+    async with FakeProvider(scripted_grader).running() as fake:
+        grader = resolve_backend("openai-compatible:grader", base_url=fake.base_url, env={})
+        try:
+            bad = await run_fidelity(
+                world, SERVER, calls, FunctionBackend(lambda r: faithful(r, off_by=1)), grader=grader
+            )
+            good = await run_fidelity(world, SERVER, calls, FunctionBackend(faithful), grader=grader)
+        finally:
+            await grader.aclose()
+        seen = [grade_data(r) for r in fake.requests]
+    assert bad.grades() == dict.fromkeys(DIMENSIONS, 2.0) and good.grades() == dict.fromkeys(DIMENSIONS, 5.0)
+    assert bad.calls[0].grade == {d: {"score": 2, "reason": "differs"} for d in DIMENSIONS}
+    assert bad.calls[-1].grade is None
+    assert bad.calls[-1].grade_error == (
+        "the grader's answer is not a grade: format.score: Input should be less than or equal to 5"
+    )
+    assert [len(s["earlier_calls"]) for s in seen[:5]] == [0, 1, 2, 3, 4]  # the simulator's window, up to 4
+    assert seen[3]["earlier_calls"][-1] == {
+        "tool": "increment", "arguments": {"name": "apples", "by": 2}, "answer": {"name": "apples", "value": 6},
+        "is_error": False,
+    }  # fmt: skip
+    table = bad.render().splitlines()
+    assert table[0].split() == ["TOOL", "CALLS", "OUTCOME", "SCHEMA", "STRUCTURE", "VALUES", "AGREEMENT", "GRADE"]
+    assert table[1].split()[-1] == "2.00"
+    assert table[-1] == (
+        "grades (1-5): format 2.00  factuality 2.00  consistency 2.00  realism 2.00  quality 2.00"
+        "  (1 steps not graded; see the report)"
+    )
+    assert bad.as_dict()["grades"] == dict.fromkeys(DIMENSIONS, 2.0)
 
 
 @pytest.mark.slow
@@ -106,3 +204,36 @@ async def test_the_fidelity_command_prints_a_table_writes_a_report_and_gates_on_
     assert "agreement 0.60 over 5 calls" in lines and "agreement 0.60 is under --min-agreement 0.9" in lines
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["agreement"] == 0.6 and report["read_after_write"] == {"consistent": 1, "checked": 1}
+
+
+@pytest.mark.slow
+async def test_the_fidelity_command_runs_the_agent_on_a_task_and_names_a_missing_one(tmp_path: Path) -> None:
+    folder = await counters_world(tmp_path)
+
+    def provider(body: dict[str, Any]) -> dict[str, Any]:  # the agent's requests carry tools, the simulator's not
+        if body.get("tools"):
+            return scripted_agent(body)
+        if "step_grade" in json.dumps(body.get("response_format")):
+            return scripted_grader(body)
+        return faithful(CompletionRequest(messages=body["messages"], schema={}))
+
+    async with FakeProvider(provider).running() as fake:
+        model = ("--backend", "openai-compatible:sim", "--agent", "openai-compatible:agent",
+                 "--grade", "openai-compatible:grader", "--base-url", fake.base_url)  # fmt: skip
+        command = [sys.executable, "-m", "simia.cli", "fidelity", str(folder), *model]
+
+        def run(*more: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([*command, *more, "--", *SERVER], capture_output=True, text=True, timeout=120)
+
+        done = await asyncio.to_thread(run, "--task", "two-apples")
+        missing = await asyncio.to_thread(run, "--task", "nope")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "agent on task two-apples: 4 calls on the real server in 5 turns, stop: answered"
+    assert "agreement 1.00 over 4 calls" in lines
+    assert lines[-1] == (
+        "grades (1-5): format 5.00  factuality 5.00  consistency 5.00  realism 5.00  quality 5.00"
+        "  (1 steps not graded; see the report)"
+    )
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == "error: world 'counters' has no task 'nope' (its tasks: two-apples)"

@@ -11,6 +11,12 @@ from mcp.client.streamable_http import streamable_http_client
 from simia.server.settings import ServerSettings
 
 
+@pytest.fixture
+def make_server(db_target: str, serve_on: Any) -> Any:
+    """Every test here runs on a SQLite file and on a Postgres database."""
+    return serve_on(db_target)
+
+
 async def test_healthz_worlds_and_episode_lifecycle(make_server: Any) -> None:
     async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
         assert (await http.get("/healthz")).json() == {"status": "ok", "worlds": 2}

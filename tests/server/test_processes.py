@@ -253,7 +253,7 @@ async def test_simia_serve_on_a_filesystem_that_fills_up_fails_calls_cleanly_and
                     assert refused.meta is not None
                     assert (refused.meta["simia/error_kind"], refused.meta["simia/error_code"]) == (
                         "infra",
-                        "storage_unavailable",
+                        "database_unavailable",
                     )
                     assert proc.poll() is None  # no crash
                     filler.unlink()  # space returns

@@ -68,11 +68,11 @@ def tagged_answer(body: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def simia_serve(db: Path, *backend: str) -> AsyncIterator[str]:
+async def simia_serve(db: Path | str, *backend: str, log: Path | None = None) -> AsyncIterator[str]:
     """`python -m simia.cli serve` on a free port until the block ends; yields its URL once it is healthy."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    log = db.with_suffix(".log")
+    log = log or Path(db).with_suffix(".log")
     args = ["serve", "--db", str(db), "--port", str(port), "--world", "mock", "--log-level", "warning", *backend]
     with log.open("wb") as stderr:
         proc = await asyncio.create_subprocess_exec(
@@ -123,12 +123,17 @@ async def play(url: str, task: str | None, seed: int, calls: list[tuple[str, dic
     return {"results": results, "events": events, "state": stored["state"]}
 
 
-async def test_a_seeded_recording_replays_identically_without_a_model(tmp_path: Path) -> None:
-    recording, replaying = tmp_path / "recorded.db", tmp_path / "replayed.db"
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+async def test_a_seeded_recording_replays_identically_without_a_model(
+    tmp_path: Path, engine: str, request: pytest.FixtureRequest
+) -> None:
+    """Recorded on a SQLite file or a Postgres database (`replay:postgresql://...`), replayed onto a SQLite file."""
+    recording = tmp_path / "recorded.db" if engine == "sqlite" else request.getfixturevalue("pg_url")
+    replaying = tmp_path / "replayed.db"
     fake = FakeProvider(tagged_answer)
     async with fake.running():
         model = ["--backend", "openai-compatible:fake-model", "--base-url", fake.base_url]
-        async with simia_serve(recording, *model) as url:
+        async with simia_serve(recording, *model, log=tmp_path / "recording.log") as url:
             recorded = [await play(url, task, seed, calls) for task, seed, calls in EPISODES]
     assert len(fake.requests) == 9  # every call but the invalid one asked the model
     assert recorded[0]["results"][1]["structuredContent"]["qty"] == 4

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx2 as httpx
 from mcp import Client
-from simia.server.mcp import STORAGE_TEXT
+from simia.server.mcp import DATABASE_TEXT
 from simia.sim.sqlite_store import SqliteStore
 
 
@@ -64,15 +64,15 @@ async def test_a_full_disk_fails_calls_as_infra_errors_and_the_server_recovers_w
             assert refused.meta is not None
             assert (refused.meta["simia/error_kind"], refused.meta["simia/error_code"]) == (
                 "infra",
-                "storage_unavailable",
+                "database_unavailable",
             )
-            assert refused.content[0].text == STORAGE_TEXT
+            assert refused.content[0].text == DATABASE_TEXT
             for _ in range(100):  # episodes live in other pages, which may still have room
                 created = await http.post("/v1/episodes", json={"world": "mock"})
                 if created.status_code != 201:
                     break
             assert created.status_code == 503
-            assert created.json()["error"]["code"] == "storage_unavailable"
+            assert created.json()["error"]["code"] == "database_unavailable"
             assert created.headers["retry-after"] == "5"
             assert (await http.get(f"/v1/episodes/{episode['id']}")).status_code == 200  # reads still work
             await _pragma(server.store, "PRAGMA max_page_count = 1073741823")  # space returns
@@ -98,9 +98,9 @@ async def test_a_read_only_database_fails_calls_and_api_writes_cleanly_then_reco
             forked = await http.post(f"/v1/episodes/{episode['id']}/fork", json={})
             await _pragma(server.store, "PRAGMA query_only = OFF")
             after = await client.call_tool("set_quantity", {"name": "milk", "qty": 3})
-        assert refused.is_error and refused.meta and refused.meta["simia/error_code"] == "storage_unavailable"
+        assert refused.is_error and refused.meta and refused.meta["simia/error_code"] == "database_unavailable"
         assert [r.status_code for r in (ended, forked)] == [503, 503]
-        assert ended.json()["error"]["message"].startswith("the server's database cannot be written now")
+        assert ended.json()["error"]["message"].startswith("the database is unavailable")
         assert not after.is_error and after.meta and after.meta["simia/seq"] == 2
         detail = (await http.get(f"/v1/episodes/{episode['id']}")).json()
         assert (detail["status"], detail["state"]["items"]["milk"]["qty"]) == ("active", 3)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from simia.sim.cache import SqliteCache
 from simia.sim.errors import StoreConfigError
+from simia.sim.pg_store import PgStore
 from simia.sim.records import BUDGET_CODES, EventRecord
 from simia.sim.sqlite_store import SqliteStore
 from simia.sim.store import open_store
@@ -23,11 +24,20 @@ async def test_a_path_or_a_sqlite_url_opens_a_sqlite_store_on_that_file(tmp_path
     assert db.is_file()
 
 
-@pytest.mark.parametrize("url", ["postgresql://u:secret@db/simia", "postgres://db/simia", "postgresql+psycopg://db/x"])
-def test_a_postgres_url_says_postgres_is_not_built_yet_without_echoing_the_url(url: str) -> None:
-    with pytest.raises(StoreConfigError, match="Postgres store is not built yet") as caught:
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres", "postgresql+psycopg"])
+async def test_a_postgres_url_opens_a_postgres_store(pg_url: str, scheme: str) -> None:
+    url = pg_url.replace("postgresql://", f"{scheme}://", 1)
+    store = open_store(url)
+    assert isinstance(store, PgStore) and store.path == url
+    assert await store.integrity_check() == "ok"
+    await store.close()
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:secret@127.0.0.1:1/simia", "postgres://u:secret@nowhere.invalid/x"])
+def test_an_unreachable_postgres_is_one_line_without_the_password(url: str) -> None:
+    with pytest.raises(StoreConfigError, match=r"^cannot connect to Postgres at postgres(ql)?://u:\*\*\*@") as caught:
         open_store(url)
-    assert "secret" not in str(caught.value)
+    assert "secret" not in str(caught.value) and "\n" not in str(caught.value)
 
 
 @pytest.mark.parametrize("url", ["mysql://db/simia", "sqlite://relative.db"])

@@ -1,0 +1,583 @@
+"""The Postgres store: the same tables and semantics as the SQLite store, for several replicas on one database.
+
+`PgStore` implements `simia.sim.store.Store` with psycopg 3 (async) over a connection
+pool of autocommit connections. Each write is one statement, committed before it
+returns (a commit costs one round trip). Events of one episode get gap-free `seq`
+because a commit advances the episode and inserts the event in one statement whose
+UPDATE locks the episode's row: concurrent commits of one episode, from any number of
+processes, queue on that row and never on each other's episodes. The columns, their
+order and the JSON encoding are the SQLite store's (`simia db copy` moves rows between
+the two as they are). Each method's SQL sits in that method (the commit's in
+`_commit_sql`); the statements shared with SQLite come from `simia.sim.sqlite_store`
+with `?` made `%s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg.rows import dict_row, tuple_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from .episode_query import (
+    TEXT_SCAN_LIMIT,
+    EpisodePage,
+    EpisodeQuery,
+    EpisodeRow,
+    TaskStats,
+    error_counts_sql,
+    fork_counts_sql,
+    page_sql,
+    task_stats_sql,
+)
+from .errors import StoreConfigError, StoreConflict, StoreSchemaError, StoreUnavailable
+from .migrations import SCHEMA_VERSION, not_simia, schema_steps
+from .records import EpisodeRecord, EventRecord
+from .sqlite_store import (
+    _EPISODE_COLUMNS,
+    _EVENT_COLUMNS,
+    _INSERT_EPISODE,
+    _JSON_EPISODE,
+    CONSISTENCY_SQL,
+    INDEX_SQL,
+    SNAPSHOT_EVERY,
+    _episode_from_row,
+    _event_from_row,
+    consistency_report,
+)
+from .state import apply_patch
+from .verdict import Verdict
+from .world import compact_json
+
+__all__ = ["PG_SCHEMA", "PgStore", "is_postgres_url", "redact_url"]
+
+PG_SCHEMA = [
+    """CREATE TABLE episodes (
+    id TEXT PRIMARY KEY,
+    world TEXT NOT NULL,
+    world_hash TEXT NOT NULL,
+    task TEXT,
+    seed BIGINT,
+    principal TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL,
+    seq BIGINT NOT NULL DEFAULT 0,
+    calls BIGINT NOT NULL DEFAULT 0,
+    prompt_tokens BIGINT NOT NULL DEFAULT 0,
+    completion_tokens BIGINT NOT NULL DEFAULT 0,
+    cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0,
+    initial_state TEXT NOT NULL,
+    state TEXT NOT NULL,
+    parent_id TEXT,
+    fork_step BIGINT,
+    group_id TEXT,
+    verdict TEXT,
+    transcript TEXT,
+    tokens TEXT,
+    status_reason TEXT,
+    snapshot_seq BIGINT NOT NULL DEFAULT 0,
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL,
+    ended_at DOUBLE PRECISION,
+    perturbation TEXT,
+    reward INTEGER
+)""",
+    "CREATE INDEX episodes_world ON episodes (world, status)",
+    "CREATE INDEX episodes_updated ON episodes (status, updated_at)",
+    *[statement.strip() for statement in INDEX_SQL.split(";") if statement.strip()],
+    """CREATE TABLE events (
+    episode_id TEXT NOT NULL REFERENCES episodes (id),
+    seq BIGINT NOT NULL,
+    request_key TEXT,
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    output TEXT,
+    text TEXT NOT NULL,
+    is_error INTEGER NOT NULL,
+    error_code TEXT,
+    error_kind TEXT,
+    state_patch TEXT NOT NULL,
+    usage TEXT NOT NULL,
+    latency_ms DOUBLE PRECISION NOT NULL,
+    model TEXT NOT NULL DEFAULT '',
+    detail TEXT NOT NULL DEFAULT '',
+    created_at DOUBLE PRECISION NOT NULL,
+    injected TEXT,
+    source TEXT NOT NULL DEFAULT 'simulated',
+    PRIMARY KEY (episode_id, seq)
+)""",
+    "CREATE INDEX events_created ON events (created_at)",  # the viewer's text filter reads the newest events
+    """CREATE TABLE snapshots (
+    episode_id TEXT NOT NULL REFERENCES episodes (id),
+    seq BIGINT NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (episode_id, seq)
+)""",
+    """CREATE TABLE llm_cache (
+    key TEXT PRIMARY KEY,
+    replay_key TEXT NOT NULL,
+    data TEXT NOT NULL,
+    model TEXT NOT NULL,
+    created DOUBLE PRECISION NOT NULL
+)""",
+    "CREATE INDEX llm_cache_replay ON llm_cache (replay_key, created)",
+]
+"""The current schema (version `SCHEMA_VERSION`), as a new database gets it."""
+
+MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = []
+"""Step `v - 1` brings a Postgres database at version `v` to `v + 1`; version 1 is the first Postgres schema."""
+
+_META = "CREATE TABLE IF NOT EXISTS simia_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+_SCHEMA_LOCK = 0x5149_4D49  # the advisory lock replicas starting at once take to set up the schema one at a time
+_TABLES = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+
+
+def _pg(sql: str) -> str:
+    """A statement written for SQLite (`?` parameters) in psycopg's form (`%s`)."""
+    return sql.replace("?", "%s")
+
+
+_INSERT_EPISODE_PG = _pg(_INSERT_EPISODE)
+_EVENT_SELECT = f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = %s"
+
+
+def _commit_sql(*, with_state: bool, expected: bool) -> str:
+    """The one statement that commits an event: advance the episode (its row stays locked until the statement
+    ends), insert the event at the new `seq`, and a snapshot of the new state when the last is `SNAPSHOT_EVERY`
+    events back. Nothing is written when the episode is missing or (with `expected`) not active at that seq."""
+    state = ", state = %(state)s" if with_state else ""
+    snapshot = (
+        f", snapshot_seq = CASE WHEN seq + 1 - snapshot_seq >= {SNAPSHOT_EVERY} THEN seq + 1 ELSE snapshot_seq END"
+        if with_state
+        else ""
+    )
+    guard = " AND seq = %(expected)s AND status = 'active'" if expected else ""
+    columns = _EVENT_COLUMNS[1:]  # after seq
+    sql = (
+        "WITH adv AS (UPDATE episodes SET seq = seq + 1, calls = calls + %(calls)s, "
+        "prompt_tokens = prompt_tokens + %(prompt)s, completion_tokens = completion_tokens + %(completion)s, "
+        f"cost_usd = cost_usd + %(cost)s, updated_at = %(created_at)s{state}{snapshot} "
+        f"WHERE id = %(episode_id)s{guard} RETURNING seq, snapshot_seq), "
+        f"ev AS (INSERT INTO events (episode_id, seq, {', '.join(columns)}) "
+        f"SELECT %(episode_id)s, adv.seq, {', '.join(f'%({c})s' for c in columns)} FROM adv)"
+    )
+    if with_state:
+        sql += (
+            ", snap AS (INSERT INTO snapshots (episode_id, seq, state) "
+            "SELECT %(episode_id)s, adv.seq, %(state)s FROM adv WHERE adv.snapshot_seq = adv.seq)"
+        )
+    return sql + " SELECT seq FROM adv"
+
+
+_COMMIT_SQL = {(s, e): _commit_sql(with_state=s, expected=e) for s in (False, True) for e in (False, True)}
+
+
+def is_postgres_url(target: str) -> bool:
+    """Whether a `--db` target is a Postgres URL (`postgresql://`, `postgres://`, `postgresql+DRIVER://`)."""
+    scheme = target.partition("://")[0]
+    return "://" in target and (scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"))
+
+
+def redact_url(url: str) -> str:
+    """`url` with its password replaced by `***` (for messages and logs)."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        return _hide_passwords(url)
+
+
+def _hide_passwords(text: str) -> str:
+    """`text` with the password of any URL in it (`//user:password@`) replaced by `***`."""
+    return re.sub(r"(//[^:/@\s]*):[^@\s]*@", r"\1:***@", text)
+
+
+def _libpq_url(url: str) -> str:
+    """The URL as libpq reads it (a `postgresql+psycopg://` SQLAlchemy-style scheme loses its driver part)."""
+    scheme, _, rest = url.partition("://")
+    return f"postgresql://{rest}" if scheme.startswith("postgresql+") else url
+
+
+def _one_line(exc: BaseException) -> str:
+    """A driver error as one line, without any password (libpq quotes a malformed URL whole)."""
+    return _hide_passwords(" ".join(str(exc).split())) or type(exc).__name__
+
+
+class PgStore:
+    """Episodes, events, snapshots and the response cache in one Postgres database (a `Store`).
+
+    The schema is created, upgraded or refused (`simia.sim.migrations`) here, before the
+    constructor returns, on a connection of its own; the pool opens on first use.
+
+    Args:
+        url: `postgresql://USER[:PASSWORD]@HOST[:PORT]/DB` (any libpq URL; `postgres://` too).
+        create: create simia's tables in an empty database (False, for readers: refuse it).
+        read_only: a reader that writes nothing (the viewer): every transaction is read-only, and a database
+            of an older schema is refused (upgrading it would write) with the command that upgrades it.
+        max_connections: the pool's size (one commit holds one connection for its transaction).
+        connect_timeout: seconds to wait for the server when connecting.
+
+    Raises:
+        StoreConfigError: the URL is malformed, or the database cannot be reached or logged into.
+        StoreSchemaError: the database has a newer simia schema, or tables that are not simia's, or
+            (with `create` False) no tables.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        create: bool = True,
+        read_only: bool = False,
+        max_connections: int = 16,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        self.path = url
+        self.where = redact_url(url)
+        self._conninfo = _libpq_url(url)
+        self._max = max_connections
+        self._timeout = connect_timeout
+        self._read_only = read_only
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] | None = None
+        self._opening: asyncio.Future[None] | None = None
+        self._closed = False
+        self._held: ContextVar[psycopg.AsyncConnection[dict[str, Any]] | None] = ContextVar("held", default=None)
+        self.migrated_from: int | None = None
+        """The schema version this store upgraded the database from (None: it was current, or new)."""
+        try:
+            self._setup(create and not read_only)
+        except psycopg.Error as exc:
+            raise StoreConfigError(f"cannot set up simia's tables at {self.where}: {_one_line(exc)}") from None
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(self._conninfo, connect_timeout=max(1, round(self._timeout)))
+        except psycopg.Error as exc:
+            raise StoreConfigError(f"cannot connect to Postgres at {self.where}: {_one_line(exc)}") from None
+
+    def _setup(self, create: bool) -> None:
+        with self._connect() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            tables = {row[0] for row in conn.execute(_TABLES)}
+            version = 0
+            if "simia_meta" in tables:
+                row = conn.execute("SELECT value FROM simia_meta WHERE key = 'schema_version'").fetchone()
+                version = int(row[0]) if row else 0
+            elif tables:  # simia writes its meta table with its first tables: these are another program's
+                raise not_simia(self.where, tables)
+            steps = schema_steps(version, tables, self.where)
+            if steps is None and not create:
+                raise StoreSchemaError(f"{self.where} has no simia tables; pass the database `simia serve --db` wrote")
+            if steps is not None and not steps:
+                return
+            if self._read_only and steps is not None:
+                raise StoreSchemaError(
+                    f"{self.where} was written by an older simia (schema version {version}); bring it up to date "
+                    "first: simia db migrate --db URL"
+                )
+            conn.execute(_META)
+            if steps is None:
+                for statement in PG_SCHEMA:
+                    conn.execute(statement)  # type: ignore[arg-type]  # our own constant SQL
+            else:
+                self.migrated_from = version
+                for step in steps:
+                    MIGRATIONS[step - 1](conn)
+            conn.execute(
+                "INSERT INTO simia_meta (key, value) VALUES ('schema_version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (str(SCHEMA_VERSION),),
+            )
+
+    async def _open(self) -> None:
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
+            self._conninfo,
+            min_size=1,
+            max_size=self._max,
+            open=False,
+            timeout=10.0,  # how long an operation waits for a connection (the server down: StoreUnavailable)
+            kwargs={
+                "row_factory": dict_row,
+                "autocommit": True,
+                "connect_timeout": max(1, round(self._timeout)),
+                **({"options": "-c default_transaction_read_only=on"} if self._read_only else {}),
+            },
+            connection_class=psycopg.AsyncConnection[dict[str, Any]],
+        )
+        await pool.open()
+        self._pool = pool
+
+    @asynccontextmanager
+    async def hold(self, episode_id: str) -> AsyncIterator[None]:
+        """Lock the episode's row until the block ends; the store's operations inside the block (in this
+        task) run in that one transaction, committed when the block ends (rolled back on an error)."""
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute("SELECT 1 FROM episodes WHERE id = %s FOR UPDATE", (episode_id,))
+            token = self._held.set(conn)
+            try:
+                yield
+            finally:
+                self._held.reset(token)
+
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[psycopg.AsyncConnection[dict[str, Any]]]:
+        """A pooled connection in autocommit mode (each operation here is one statement, or reads only rows
+        that no longer change); inside `hold`, the held transaction's.
+
+        Raises:
+            StoreUnavailable: the connection failed (the server is down or restarting), or none was free in time.
+        """
+        if self._closed:
+            raise RuntimeError("the store is closed")
+        try:
+            held = self._held.get()
+            if held is not None:
+                yield held
+                return
+            if self._pool is None:
+                if self._opening is None:
+                    self._opening = asyncio.ensure_future(self._open())
+                await asyncio.shield(self._opening)
+            assert self._pool is not None
+            async with self._pool.connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise StoreUnavailable(f"the database at {self.where} is unavailable: {_one_line(exc)}") from None
+
+    async def _rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
+        async with self._conn() as conn:
+            cursor = await conn.execute(sql, params)  # type: ignore[arg-type]  # our own constant SQL
+            return await cursor.fetchall()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._opening is not None:
+            await asyncio.gather(self._opening, return_exceptions=True)
+        if self._pool is not None:
+            await self._pool.close()
+
+    async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
+        values = [
+            compact_json(getattr(episode, k)) if k in _JSON_EPISODE and getattr(episode, k) is not None
+            else getattr(episode, k)
+            for k in _EPISODE_COLUMNS
+        ]  # fmt: skip
+        async with self._conn() as conn:
+            await conn.execute(_INSERT_EPISODE_PG, values)  # type: ignore[arg-type]
+        return episode
+
+    async def get_episode(self, episode_id: str) -> EpisodeRecord | None:
+        rows = await self._rows("SELECT * FROM episodes WHERE id = %s", (episode_id,))
+        return _episode_from_row(rows[0]) if rows else None  # type: ignore[arg-type]  # a dict row reads alike
+
+    async def list_episodes(
+        self,
+        *,
+        world: str | None = None,
+        status: str | None = None,
+        principal: str | None = None,
+        task: str | None = None,
+        since: float | None = None,
+        limit: int = 1000,
+    ) -> list[EpisodeRecord]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        for column, value in (("world", world), ("status", status), ("principal", principal), ("task", task)):
+            if value is not None:
+                clauses.append(f"{column} = %s")
+                params.append(value)
+        if since is not None:
+            clauses.append("created_at >= %s")
+            params.append(since)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = await self._rows(f"SELECT * FROM episodes {where} ORDER BY created_at LIMIT %s", [*params, limit])
+        return [_episode_from_row(r) for r in rows]  # type: ignore[arg-type]
+
+    async def query_episodes(self, query: EpisodeQuery) -> EpisodePage:
+        """The SQLite store's statements (`simia.sim.episode_query`), the text filter reading events newest
+        `created_at` first."""
+        rows_sql, count_sql, params = page_sql(query, "%s", recency="created_at")
+        async with self._conn() as conn:
+            cursor = conn.cursor(row_factory=tuple_row)
+            await cursor.execute(rows_sql, [*params, query.limit, query.offset])  # type: ignore[arg-type]
+            rows = [EpisodeRow(*r) for r in await cursor.fetchall()]
+            await cursor.execute(count_sql, params)  # type: ignore[arg-type]
+            total = int((await cursor.fetchone() or (0,))[0])
+            if rows:
+                by_id = {row.id: row for row in rows}
+                await cursor.execute(error_counts_sql(len(rows), "%s"), list(by_id))  # type: ignore[arg-type]
+                for episode_id, agent, infra in await cursor.fetchall():
+                    by_id[episode_id].agent_errors, by_id[episode_id].infra_errors = int(agent), int(infra)
+                await cursor.execute(fork_counts_sql(len(rows), "%s"), list(by_id))  # type: ignore[arg-type]
+                for episode_id, forks in await cursor.fetchall():
+                    by_id[episode_id].forks = int(forks)
+            complete = True
+            if query.text:
+                await cursor.execute("SELECT 1 FROM events OFFSET %s LIMIT 1", (TEXT_SCAN_LIMIT,))
+                complete = await cursor.fetchone() is None
+        return EpisodePage(rows, total, complete)
+
+    async def task_stats(self, *, world: str | None = None, principal: str | None = None) -> list[TaskStats]:
+        sql, params = task_stats_sql(world, principal, "%s")
+        async with self._conn() as conn:
+            cursor = conn.cursor(row_factory=tuple_row)
+            await cursor.execute(sql, params)  # type: ignore[arg-type]
+            return [
+                TaskStats(w, t, int(n), int(judged), int(passed)) for w, t, n, judged, passed in await cursor.fetchall()
+            ]
+
+    async def count_live(self) -> int:
+        rows = await self._rows("SELECT COUNT(*) AS n FROM episodes WHERE status = 'active'")
+        return int(rows[0]["n"])
+
+    async def set_status(
+        self,
+        episode_id: str,
+        status: str,
+        *,
+        reason: str | None = None,
+        verdict: Verdict | None = None,
+        transcript: list[dict[str, Any]] | None = None,
+        tokens: dict[str, Any] | None = None,
+    ) -> None:
+        now = time.time()
+        async with self._conn() as conn:
+            await conn.execute(
+                "UPDATE episodes SET status = %s, status_reason = COALESCE(%s, status_reason), "
+                "verdict = COALESCE(%s, verdict), reward = CASE WHEN %s THEN %s ELSE reward END, "
+                "transcript = COALESCE(%s, transcript), "
+                "tokens = COALESCE(%s, tokens), updated_at = %s, "
+                "ended_at = CASE WHEN %s = 'active' THEN NULL ELSE COALESCE(ended_at, %s) END WHERE id = %s",
+                (
+                    status,
+                    reason,
+                    compact_json(verdict.as_json()) if verdict is not None else None,
+                    verdict is not None,
+                    verdict.reward if verdict is not None else None,
+                    compact_json(transcript) if transcript is not None else None,
+                    compact_json(tokens) if tokens is not None else None,
+                    now,
+                    status,
+                    now,
+                    episode_id,
+                ),
+            )
+
+    async def abandon_idle(self, idle_seconds: float) -> list[str]:
+        """Mark active episodes idle for longer than `idle_seconds` as abandoned, in one statement: replicas
+        sweeping at once each get the ids they changed, and no id twice."""
+        rows = await self._rows(
+            "UPDATE episodes SET status = 'abandoned', status_reason = 'idle timeout', ended_at = %s "
+            "WHERE status = 'active' AND updated_at < %s RETURNING id",
+            (time.time(), time.time() - idle_seconds),
+        )
+        return [r["id"] for r in rows]
+
+    async def commit_event(
+        self,
+        episode_id: str,
+        event: EventRecord,
+        new_state: dict[str, Any] | None,
+        *,
+        expected_seq: int | None = None,
+    ) -> EventRecord:
+        """Append `event` (and the new state, when it changed) in one statement (`_commit_sql`): its UPDATE
+        locks the episode's row, so the `expected_seq` check and the writes see no other commit in between."""
+        calls, prompt, completion, cost = event.counter_deltas()
+        e = event
+        params = {
+            "episode_id": episode_id, "calls": calls, "prompt": prompt, "completion": completion, "cost": cost,
+            "expected": expected_seq, "state": None if new_state is None else compact_json(new_state),
+            "request_key": e.request_key, "tool": e.tool, "arguments": compact_json(e.arguments),
+            "output": compact_json(e.output), "text": e.text, "is_error": int(e.is_error), "error_code": e.error_code,
+            "error_kind": e.error_kind, "state_patch": compact_json(e.state_patch), "usage": compact_json(e.usage),
+            "latency_ms": e.latency_ms, "model": e.model, "detail": e.detail, "created_at": e.created_at,
+            "injected": e.injected, "source": e.source,
+        }  # fmt: skip
+        sql = _COMMIT_SQL[(new_state is not None, expected_seq is not None)]
+        async with self._conn() as conn:
+            row = await (await conn.execute(sql, params)).fetchone()
+            if row is None:
+                found = await (await conn.execute("SELECT 1 FROM episodes WHERE id = %s", (episode_id,))).fetchone()
+                if found:
+                    raise StoreConflict(f"episode {episode_id} moved on since seq {expected_seq}")
+                raise LookupError(f"no episode {episode_id!r}")
+        event.seq = row["seq"]
+        return event
+
+    async def recent_events(self, episode_id: str, n: int) -> list[EventRecord]:
+        if n <= 0:
+            return []
+        rows = await self._rows(f"{_EVENT_SELECT} ORDER BY seq DESC LIMIT %s", (episode_id, n))
+        return [_event_from_row(r) for r in reversed(rows)]  # type: ignore[arg-type]
+
+    async def events(self, episode_id: str) -> list[EventRecord]:
+        rows = await self._rows(f"{_EVENT_SELECT} ORDER BY seq", (episode_id,))
+        return [_event_from_row(r) for r in rows]  # type: ignore[arg-type]
+
+    async def state_at(self, episode_id: str, step: int) -> dict[str, Any]:
+        """The episode's state after event `step` (0: its initial state): the last snapshot at or
+        before `step` (or the initial state) with the patches of the events after it applied."""
+        async with self._conn() as conn:
+            row = await (
+                await conn.execute(
+                    "SELECT seq, state FROM snapshots WHERE episode_id = %s AND seq <= %s ORDER BY seq DESC LIMIT 1",
+                    (episode_id, step),
+                )
+            ).fetchone()
+            if row is None:
+                row = await (
+                    await conn.execute(
+                        "SELECT 0 AS seq, initial_state AS state FROM episodes WHERE id = %s", (episode_id,)
+                    )
+                ).fetchone()
+            if row is None:
+                raise LookupError(f"no episode {episode_id!r}")
+            patches = await (
+                await conn.execute(
+                    "SELECT state_patch FROM events WHERE episode_id = %s AND seq > %s AND seq <= %s "
+                    "AND state_patch <> '[]' ORDER BY seq",
+                    (episode_id, row["seq"], step),
+                )
+            ).fetchall()
+        state: dict[str, Any] = json.loads(row["state"])
+        for patch in patches:
+            state = apply_patch(state, json.loads(patch["state_patch"]), None)
+        return state
+
+    async def integrity_check(self) -> str:
+        """`"ok"`, or the episodes whose `seq` disagrees with their events (`CONSISTENCY_SQL`)."""
+        return consistency_report([r["id"] for r in await self._rows(CONSISTENCY_SQL)])
+
+    async def get(self, key: str) -> dict[str, Any] | None:
+        rows = await self._rows("SELECT data FROM llm_cache WHERE key = %s", (key,))
+        return json.loads(rows[0]["data"]) if rows else None
+
+    async def get_replay(self, replay_key: str) -> dict[str, Any] | None:
+        """The latest answer recorded for this call by any backend (what `replay:` serves)."""
+        rows = await self._rows(
+            "SELECT data FROM llm_cache WHERE replay_key = %s ORDER BY created DESC LIMIT 1", (replay_key,)
+        )
+        return json.loads(rows[0]["data"]) if rows else None
+
+    async def put(self, key: str, replay_key: str, data: dict[str, Any], model: str) -> None:
+        async with self._conn() as conn:
+            await conn.execute(
+                "INSERT INTO llm_cache (key, replay_key, data, model, created) VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET replay_key = EXCLUDED.replay_key, data = EXCLUDED.data, "
+                "model = EXCLUDED.model, created = EXCLUDED.created",
+                (key, replay_key, compact_json(data), model, time.time()),
+            )

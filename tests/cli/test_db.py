@@ -1,0 +1,195 @@
+"""Schema versions and `simia db`: an older database is upgraded with every row intact, copies between
+SQLite and Postgres keep every row, and a database simia must not touch is refused in one line, unwritten.
+
+Every command runs as a real `simia` subprocess, against real SQLite files and a real Postgres.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from simia.sim.db_copy import TABLES
+from simia.sim.migrations import SCHEMA_VERSION
+from simia.sim.store import open_store
+from simia.testing.postgres import PostgresCluster
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+PREVIOUS = FIXTURES / "previous_release.db"  # written by simia before schema versions (make_previous_release_db.py)
+SCRIPT = FIXTURES / "mock_script.json"
+
+
+def simia(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "simia.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=FIXTURES,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def sqlite_rows(db: Path | str) -> dict[str, list[tuple[Any, ...]]]:
+    with sqlite3.connect(db) as conn:
+        return {t: sorted(conn.execute(f"SELECT {', '.join(c)} FROM {t}").fetchall()) for t, c in TABLES.items()}
+
+
+def pg_rows(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    with psycopg.connect(url) as conn:
+        return {t: sorted(conn.execute(f"SELECT {', '.join(c)} FROM {t}").fetchall()) for t, c in TABLES.items()}
+
+
+def previous_rows() -> dict[str, list[tuple[Any, ...]]]:
+    """The fixture's rows, read in the columns the previous release had (it lacks none of today's)."""
+    return sqlite_rows(PREVIOUS)
+
+
+async def test_a_database_of_the_previous_release_is_upgraded_on_open_with_every_row_intact(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    shutil.copy(PREVIOUS, db)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
+    before = previous_rows()
+    assert [len(before[t]) for t in TABLES] == [3, 23, 1, 22]
+    store = open_store(db)
+    try:
+        assert store.migrated_from == 0
+        assert sqlite_rows(db) == before
+        [longest] = [e for e in await store.list_episodes() if e.seq == 21]
+        assert (await store.state_at(longest.id, 10))["items"]["milk"]["qty"] == 10  # snapshots and patches
+        assert await store.integrity_check() == "ok"
+    finally:
+        await store.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_db_migrate_upgrades_once_then_says_it_is_current(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    shutil.copy(PREVIOUS, db)
+    first = simia("db", "migrate", "--db", str(db))
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == f"{db}: upgraded from schema version 0 to {SCHEMA_VERSION}"
+    again = simia("db", "migrate", "--db", str(db))
+    assert again.stdout.strip() == f"{db}: schema version {SCHEMA_VERSION}, up to date"
+    assert sqlite_rows(db) == previous_rows()
+
+
+async def test_simia_db_url_is_the_default_database(pg_url: str) -> None:
+    await open_store(pg_url).close()  # a simia database, current
+    done = simia("db", "migrate", env={"SIMIA_DB_URL": pg_url})
+    assert done.returncode == 0, done.stderr
+    shown = pg_url.replace(pg_url.split("@")[0].rsplit(":", 1)[1], "***")
+    assert done.stdout == f"{shown}: schema version {SCHEMA_VERSION}, up to date\n"
+
+
+def test_db_copy_sqlite_to_postgres_and_back_keeps_every_row(tmp_path: Path, pg_url: str) -> None:
+    db = tmp_path / "old.db"
+    shutil.copy(PREVIOUS, db)
+    there = simia("db", "copy", "--from", str(db), "--to", pg_url)
+    assert there.returncode == 0, there.stderr
+    assert "episodes 3, events 23, snapshots 1, llm_cache 22 (counts checked)" in there.stdout
+    assert pg_rows(pg_url) == previous_rows()
+    exported = simia("export", "--db", pg_url, "--format", "rl", "--out", str(tmp_path / "rl.jsonl"))
+    assert exported.returncode == 0 and "wrote 3 record(s)" in exported.stdout, exported.stderr  # readers work too
+    refused = simia("db", "copy", "--from", str(db), "--to", pg_url)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "already holds episodes or cache rows; pass --replace" in refused.stderr
+    assert simia("db", "copy", "--from", str(db), "--to", pg_url, "--replace").returncode == 0
+    back = tmp_path / "back.db"
+    home = simia("db", "copy", "--from", pg_url, "--to", str(back))
+    assert home.returncode == 0, home.stderr
+    assert sqlite_rows(back) == previous_rows()
+    assert pg_url.split("@")[0].split(":")[-1] not in there.stdout + home.stdout  # no password printed
+
+
+def _newer_sqlite(path: Path) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE episodes (id TEXT)")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+
+
+def _other_sqlite(path: Path) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+
+
+def _newer_pg(url: str) -> None:
+    open_store(url)  # a simia database, then stamped newer
+    with psycopg.connect(url) as conn:
+        conn.execute("UPDATE simia_meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+
+
+def _other_pg(url: str) -> None:
+    with psycopg.connect(url) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+
+
+def _pg_state(url: str) -> Any:
+    with psycopg.connect(url) as conn:
+        tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1").fetchall()
+        meta = conn.execute("SELECT * FROM simia_meta").fetchall() if ("simia_meta",) in tables else None
+        return tables, meta
+
+
+@pytest.mark.parametrize(
+    ("case", "says"),
+    [
+        ("newer_sqlite", f"has simia schema version {SCHEMA_VERSION + 1}, newer than this simia's ({SCHEMA_VERSION})"),
+        ("other_sqlite", "is another program's SQLite database; give a new file path"),
+        ("newer_pg", f"schema version {SCHEMA_VERSION + 1}, newer than this simia's ({SCHEMA_VERSION}); upgrade simia"),
+        ("other_pg", "is not a simia database (it has other tables: invoices); give a new or empty one"),
+        ("wrong_password", 'password authentication failed for user "simia"'),
+        ("no_database", 'database "nope" does not exist'),
+        ("unreachable", "cannot connect to Postgres at postgresql://simia:***@127.0.0.1:1/x: "),
+        ("bad_url", 'invalid integer value "port" for connection option "port"'),
+        ("unknown_scheme", "cannot open a database from a mysql:// URL"),
+    ],
+)
+@pytest.mark.parametrize("command", ["serve", "db migrate"])
+def test_a_database_simia_must_not_touch_is_one_line_exit_2_at_start_and_unwritten(
+    tmp_path: Path, pg_cluster: PostgresCluster, case: str, says: str, command: str
+) -> None:
+    db: str
+    if case.endswith("sqlite"):
+        path = tmp_path / "x.db"
+        (_newer_sqlite if case == "newer_sqlite" else _other_sqlite)(path)
+        db = str(path)
+        before: Any = path.read_bytes()
+        after = path.read_bytes
+    elif case.endswith("_pg"):
+        db = pg_cluster.create_database()
+        (_newer_pg if case == "newer_pg" else _other_pg)(db)
+        before = _pg_state(db)
+        after = lambda: _pg_state(db)  # noqa: E731
+    else:
+        db = {
+            "wrong_password": pg_cluster.url(pg_cluster.create_database().rsplit("/", 1)[1], password="wrong"),
+            "no_database": pg_cluster.url("nope"),
+            "unreachable": "postgresql://simia:secret@127.0.0.1:1/x",
+            "bad_url": "postgresql://simia:secret@127.0.0.1:port/x",
+            "unknown_scheme": "mysql://simia:secret@db/x",
+        }[case]
+        before = None
+        after = lambda: None  # noqa: E731
+    argv = (
+        ["serve", "--backend", f"scripted:{SCRIPT}", "--db", db]
+        if command == "serve"
+        else ["db", "migrate", "--db", db]
+    )
+    if case == "other_sqlite" and command == "db migrate":  # a reader's check of the file says it its own way
+        says = "is not a simia database; pass --db PATH (the file `simia serve --db` wrote)"
+    done = simia(*argv)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: --db"), done.stderr
+    assert says in lines[0] and "Traceback" not in done.stderr and done.stdout == ""
+    assert "secret" not in done.stderr and pg_cluster.password not in done.stderr
+    assert after() == before

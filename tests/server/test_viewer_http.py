@@ -1,0 +1,120 @@
+"""The viewer over HTTP, without a browser: isolation between principals on every viewer route, bad query
+parameters, the live feed, and assets that need no token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from simia.server.app import viewer_app
+from simia.server.inprocess import serving
+from simia.server.settings import ServerSettings
+from simia.sim.store import open_store
+from starlette.routing import Route
+
+ALICE = {"authorization": "Bearer alice-secret"}
+BOB = {"authorization": "Bearer bob-secret"}
+SETTINGS = ServerSettings(named_tokens=(("alice", "alice-secret"), ("bob", "bob-secret")))
+
+
+async def test_another_principals_episode_is_a_404_on_every_viewer_route_and_missing_from_lists(
+    make_server: Any,
+) -> None:
+    async with make_server(SETTINGS) as server, httpx.AsyncClient(base_url=server.url) as http:
+        bobs = (await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"}, headers=BOB)).json()
+        scoped = [r.path for r in server.app.viewer.routes if isinstance(r, Route) and "{episode_id}" in r.path]
+        assert len(scoped) == 3  # the episode, its state, its live feed
+        for path in scoped:
+            url = path.replace("{episode_id}", bobs["id"])
+            assert (await http.get(url, headers=BOB)).status_code == 200, url
+            answer = await http.get(url, headers=ALICE)
+            assert answer.status_code == 404, url
+            missing = await http.get(path.replace("{episode_id}", "ep_missing"), headers=ALICE)
+            assert answer.text.replace(bobs["id"], "ID") == missing.text.replace("ep_missing", "ID")  # as if none
+        alices_runs = (await http.get("/ui", headers=ALICE)).text
+        bobs_runs = (await http.get("/ui", headers=BOB)).text
+    assert bobs["id"][:14] in bobs_runs and bobs["id"][:14] not in alices_runs
+    assert "0 of 0" in alices_runs
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "says"),
+    [
+        ("/ui?status=done", 400, "status must be active, ended or abandoned, got &#x27;done&#x27;"),
+        ("/ui?reward=2", 400, "reward must be 1, 0 or none"),
+        ("/ui?sort=size", 400, "unknown sort &#x27;size&#x27;"),
+        ("/ui?dir=up", 400, "dir must be asc or desc"),
+        ("/ui?page=-1", 400, "page must be a whole number"),
+        ("/ui?colour=red", 400, "unknown query parameter &#x27;colour&#x27;"),
+        ("/ui/episodes/ep_missing", 404, "no episode &#x27;ep_missing&#x27;"),
+        ("/ui/worlds/atlantis", 404, "no world &#x27;atlantis&#x27; is loaded or has episodes"),
+        ("/ui/static/../app.py", 404, "Not Found"),
+    ],
+)
+async def test_bad_viewer_requests_get_a_page_that_says_what_is_wrong(
+    make_server: Any, path: str, status: int, says: str
+) -> None:
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        answer = await http.get(path)
+    assert answer.status_code == status
+    assert says in answer.text
+
+
+async def test_a_step_outside_the_episode_is_refused(make_server: Any) -> None:
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+        step = await http.get(f"/ui/episodes/{episode['id']}?step=3")
+        state = await http.get(f"/ui/episodes/{episode['id']}/state?step=x")
+        initial = await http.get(f"/ui/episodes/{episode['id']}/state?step=0")
+    assert step.status_code == 400 and "step must be a whole number from 0 to 0, got &#x27;3&#x27;" in step.text
+    assert state.status_code == 400
+    assert initial.status_code == 200 and "&quot;milk&quot;" in initial.text
+
+
+async def test_the_live_feed_sends_only_the_rows_after_the_last_step_seen(make_server: Any) -> None:
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+        async with Client(streamable_http_client(episode["mcp_url"], http_client=http)) as client:
+            await client.call_tool("set_quantity", {"name": "milk", "qty": 2})
+            await client.call_tool("get_item", {"name": "milk"})
+        feed = (await http.get(f"/ui/episodes/{episode['id']}/live?after=1")).json()
+        nothing = (await http.get(f"/ui/episodes/{episode['id']}/live?after=2")).json()
+    assert (feed["status"], feed["seq"]) == ("active", 2)
+    assert 'id="step-2"' in feed["rows"] and 'id="step-1"' not in feed["rows"]
+    assert nothing == {"status": "active", "seq": 2, "rows": ""}
+
+
+async def test_pages_carry_a_content_security_policy_and_assets_need_no_token(make_server: Any) -> None:
+    async with make_server(SETTINGS) as server, httpx.AsyncClient(base_url=server.url) as http:
+        page = await http.get("/ui", headers=ALICE)
+        css = await http.get("/ui/static/viewer.css")
+        anonymous = await http.get("/ui/worlds")
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+    assert anonymous.status_code == 303 and anonymous.headers["location"] == "/ui/login?next=/ui/worlds"
+
+
+async def test_the_read_only_viewer_shows_every_principals_episodes_and_worlds_known_only_from_the_database(
+    make_server: Any, tmp_path: Path
+) -> None:
+    async with make_server(SETTINGS) as server, httpx.AsyncClient(base_url=server.url) as http:
+        bobs = (await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"}, headers=BOB)).json()
+        alices = (await http.post("/v1/episodes", json={"world": "mock"}, headers=ALICE)).json()
+    store = open_store(tmp_path / "simia.db", read_only=True)
+    async with (
+        serving(viewer_app(store, {}, ServerSettings())) as port,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http,
+    ):
+        runs = (await http.get("/ui")).text
+        world = (await http.get("/ui/worlds/mock")).text
+        health = (await http.get("/healthz")).json()
+        api = await http.get("/v1/episodes")
+    await store.close()
+    assert bobs["id"][:14] in runs and alices["id"][:14] in runs and "1–2 of 2" in runs
+    assert "files are not loaded here" in world and "restock_milk" in world
+    assert health == {"status": "ok", "worlds": 0}
+    assert api.status_code == 404  # the viewer alone: no API, no MCP, nothing that writes

@@ -1,0 +1,185 @@
+"""The `Store` contract, on every engine: each test runs on a SQLite file and on a real Postgres database."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from simia.sim.errors import StoreConflict
+from simia.sim.sqlite_store import SNAPSHOT_EVERY
+from simia.sim.store import EpisodeRecord, EventRecord, Store, open_store
+from simia.sim.verdict import Verdict
+
+
+def episode(episode_id: str, **fields: object) -> EpisodeRecord:
+    state = {"items": {"milk": {"qty": 0}}}
+    return EpisodeRecord(id=episode_id, world="mock", world_hash="h", initial_state=state, state=state, **fields)  # type: ignore[arg-type]
+
+
+def event(qty: int, **fields: object) -> EventRecord:
+    return EventRecord(
+        tool="set_quantity",
+        arguments={"name": "milk", "qty": qty},
+        output={"name": "milk", "qty": qty},
+        text="ok",
+        is_error=False,
+        state_patch=[{"op": "replace", "path": "/items/milk/qty", "value": qty}],
+        usage={"prompt_tokens": 10, "completion_tokens": 2, "cost_usd": 0.5},
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def qty(n: int) -> dict[str, object]:
+    return {"items": {"milk": {"qty": n}}}
+
+
+@pytest.fixture
+async def store(db_target: str) -> object:
+    opened = open_store(db_target)
+    yield opened
+    await opened.close()
+
+
+async def test_an_episode_round_trips_with_every_field(store: Store) -> None:
+    verdict = Verdict(reward=1, reasons=["all checks pass"])
+    created = episode("a", task="t", seed=7, principal="p", perturbation={"rate": 0.1}, group_id="g")
+    await store.create_episode(created)
+    await store.set_status("a", "ended", reason="done", verdict=verdict, transcript=[{"role": "user"}], tokens={"x": 1})
+    got = await store.get_episode("a")
+    assert got is not None and (got.task, got.seed, got.principal, got.group_id) == ("t", 7, "p", "g")
+    assert got.perturbation == {"rate": 0.1} and got.state == qty(0) and got.initial_state == qty(0)
+    assert got.verdict == verdict
+    assert (got.status, got.status_reason, got.transcript) == ("ended", "done", [{"role": "user"}])
+    assert got.tokens == {"x": 1}
+    assert got.ended_at is not None
+    await store.set_status("a", "active")
+    back = await store.get_episode("a")
+    assert back is not None and back.ended_at is None and back.status_reason == "done"
+    assert await store.get_episode("missing") is None
+
+
+async def test_listing_filters_and_orders_oldest_first(store: Store) -> None:
+    now = time.time()
+    await store.create_episode(episode("b", task="t", created_at=now + 1))
+    await store.create_episode(episode("a", principal="p", created_at=now))
+    await store.create_episode(episode("c", task="t", created_at=now + 2))
+    await store.set_status("c", "ended")
+    assert [e.id for e in await store.list_episodes()] == ["a", "b", "c"]
+    assert [e.id for e in await store.list_episodes(task="t")] == ["b", "c"]
+    assert [e.id for e in await store.list_episodes(status="active", since=now + 0.5)] == ["b"]
+    assert [e.id for e in await store.list_episodes(principal="p")] == ["a"]
+    assert [e.id for e in await store.list_episodes(limit=2)] == ["a", "b"]
+    assert await store.count_live() == 2
+
+
+async def test_concurrent_commits_get_gap_free_seq_and_the_counters_add_up(store: Store) -> None:
+    await store.create_episode(episode("a"))
+    await store.create_episode(episode("b"))
+    done = await asyncio.gather(
+        *(store.commit_event(e, event(q), qty(q)) for q in range(1, 31) for e in ("a", "b")),
+    )
+    assert sorted(ev.seq for ev in done) == sorted([*range(1, 31), *range(1, 31)])
+    got = await store.get_episode("a")
+    assert got is not None and (got.seq, got.calls, got.prompt_tokens, got.completion_tokens) == (30, 30, 300, 60)
+    assert got.cost_usd == pytest.approx(15.0)
+    assert [e.seq for e in await store.events("a")] == list(range(1, 31))
+    assert [e.seq for e in await store.recent_events("a", 3)] == [28, 29, 30]
+    assert await store.recent_events("a", 0) == []
+    assert await store.integrity_check() == "ok"
+    with pytest.raises(LookupError, match="no episode 'missing'"):
+        await store.commit_event("missing", event(1), qty(1))
+
+
+async def test_a_budget_refusal_is_an_event_but_not_a_call(store: Store) -> None:
+    await store.create_episode(episode("a"))
+    refused = EventRecord(tool="t", arguments={}, output=None, text="no", is_error=True, error_code="budget_calls")
+    await store.commit_event("a", refused, None)
+    got = await store.get_episode("a")
+    assert got is not None and (got.seq, got.calls, got.state) == (1, 0, qty(0))
+    stored = (await store.events("a"))[0]
+    assert stored.is_error is True and stored.error_code == "budget_calls" and stored.output is None
+
+
+async def test_a_commit_at_a_stale_seq_or_on_an_ended_episode_writes_nothing(store: Store) -> None:
+    await store.create_episode(episode("a"))
+    await store.commit_event("a", event(1), qty(1), expected_seq=0)
+    with pytest.raises(StoreConflict, match="moved on"):
+        await store.commit_event("a", event(2), qty(2), expected_seq=0)
+    assert (await store.commit_event("a", event(3), qty(3), expected_seq=1)).seq == 2
+    await store.set_status("a", "ended")
+    with pytest.raises(StoreConflict):
+        await store.commit_event("a", event(4), qty(4), expected_seq=2)
+    got = await store.get_episode("a")
+    assert got is not None and got.seq == 2 and got.state == qty(3) and len(await store.events("a")) == 2
+    with pytest.raises(LookupError):
+        await store.commit_event("missing", event(1), qty(1), expected_seq=0)
+
+
+async def test_state_at_any_step_across_snapshots(store: Store) -> None:
+    await store.create_episode(episode("a"))
+    steps = 3 * SNAPSHOT_EVERY + 5
+    for q in range(1, steps + 1):
+        if q % 4 == 0:  # a read: no patch, no new state
+            read = EventRecord(tool="list_items", arguments={}, output={}, text="{}", is_error=False)
+            await store.commit_event("a", read, None)
+        else:
+            await store.commit_event("a", event(q), qty(q))
+    for step in (0, 1, 4, SNAPSHOT_EVERY, SNAPSHOT_EVERY + 1, 2 * SNAPSHOT_EVERY + 3, steps):
+        last_write = max((q for q in range(1, step + 1) if q % 4), default=0)
+        assert await store.state_at("a", step) == qty(last_write), step
+
+
+async def test_idle_episodes_are_abandoned_once(store: Store) -> None:
+    await store.create_episode(episode("old", updated_at=time.time() - 100))
+    await store.create_episode(episode("new"))
+    assert await store.abandon_idle(50) == ["old"]
+    assert await store.abandon_idle(50) == []
+    old = await store.get_episode("old")
+    assert old is not None and (old.status, old.status_reason) == ("abandoned", "idle timeout")
+    assert old.ended_at is not None and await store.count_live() == 1
+
+
+async def test_the_response_cache_replaces_and_keeps_unicode(store: Store) -> None:
+    data = {"output": {"name": "café", "qty": 4}, "is_error": False, "state_patch": []}
+    assert await store.get("k") is None
+    await store.put("k", "r", {"old": True}, "m")
+    await store.put("k", "r", data, "m")
+    assert await store.get("k") == data
+
+
+async def test_a_closed_store_refuses_work_and_reopening_keeps_everything(db_target: str) -> None:
+    first = open_store(db_target)
+    await first.create_episode(episode("a"))
+    await first.commit_event("a", event(1), qty(1))
+    await first.put("k", "r", {"x": 1}, "m")
+    await first.close()
+    await first.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        await first.get_episode("a")
+    again = open_store(db_target)
+    got = await again.get_episode("a")
+    assert got is not None and got.seq == 1 and got.state == qty(1) and await again.get("k") == {"x": 1}
+    await again.close()
+
+
+async def test_a_held_episode_makes_another_process_commit_wait_then_conflict(pg_url: str) -> None:
+    """Two stores on one Postgres database, as two replicas: while one holds the episode (a call that lost a
+    race runs again), the other's commit waits for it, then finds the episode moved on and writes nothing."""
+    first, second = open_store(pg_url), open_store(pg_url)
+    try:
+        await first.create_episode(episode("a"))
+        async with first.hold("a"):
+            racing = asyncio.create_task(second.commit_event("a", event(1), qty(1), expected_seq=0))
+            await asyncio.sleep(0.3)
+            assert not racing.done()  # waits on the episode's row
+            await first.commit_event("a", event(2), qty(2), expected_seq=0)
+            assert (await first.get_episode("a")).seq == 1  # type: ignore[union-attr]  # inside the held transaction
+            assert (await second.get_episode("a")).seq == 0  # type: ignore[union-attr]  # not committed yet
+        with pytest.raises(StoreConflict):
+            await racing
+        got = await second.get_episode("a")
+        assert got is not None and got.seq == 1 and got.state == qty(2) and len(await second.events("a")) == 1
+    finally:
+        await first.close()
+        await second.close()
