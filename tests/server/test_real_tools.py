@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 import socket
-import sqlite3
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,7 +26,6 @@ from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend
 from simia.sim.errors import WorldError
 from simia.sim.mcp_listing import world_from_listing
-from simia.sim.sqlite_store import SqliteStore
 from simia.sim.world_files import write_world
 from simia.testing import parse_simulator_prompt
 from simia.training.export import export
@@ -154,13 +152,3 @@ def test_a_tool_routed_real_needs_the_worlds_real_server(tmp_path: Path) -> None
     with pytest.raises(WorldError) as caught:
         load_world(folder)
     assert "a tool has route: real but the world names no real server" in str(caught.value)
-
-
-def test_old_databases_gain_the_events_source_column(tmp_path: Path) -> None:
-    db = tmp_path / "old.db"
-    with contextlib.closing(sqlite3.connect(db)) as conn:
-        conn.execute("CREATE TABLE events (episode_id TEXT, seq INTEGER, injected TEXT)")
-        conn.commit()
-    asyncio.run(SqliteStore(db).close())
-    with contextlib.closing(sqlite3.connect(db)) as conn:
-        assert "source" in {row[1] for row in conn.execute("PRAGMA table_info(events)")}

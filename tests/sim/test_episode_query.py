@@ -11,7 +11,7 @@ from simia.sim import episode_query
 from simia.sim.episode_query import EpisodeQuery, TaskStats
 from simia.sim.errors import StoreConfigError
 from simia.sim.sqlite_store import SqliteStore
-from simia.sim.store import EpisodeRecord, EventRecord, open_store
+from simia.sim.store import EpisodeRecord, EventRecord, Store, open_store
 from simia.sim.verdict import Verdict
 
 
@@ -43,9 +43,10 @@ def call(name: str, *, kind: str | None = None) -> EventRecord:
     )
 
 
-async def filled(path: Path) -> SqliteStore:
-    """a (pass), b (fail), c (active, two errors), d (another principal, pass); created in that order."""
-    store = SqliteStore(path)
+async def filled(target: str) -> Store:
+    """a (pass), b (fail), c (active, two errors), d (another principal, pass); created in that order, in a new
+    database on either engine (`db_target`: SQLite, then Postgres)."""
+    store = open_store(target)
     await store.create_episode(episode("a", "restock", 100.0))
     await store.create_episode(episode("b", "restock", 200.0, group_id="g1"))
     await store.create_episode(episode("c", "count", 300.0, group_id="g1", parent_id="b", fork_step=0))
@@ -61,9 +62,9 @@ async def filled(path: Path) -> SqliteStore:
 
 
 async def test_the_newest_page_of_a_principals_episodes_comes_first_with_counts_and_error_kinds(
-    tmp_path: Path,
+    db_target: str,
 ) -> None:
-    store = await filled(tmp_path / "s.db")
+    store = await filled(db_target)
     page = await store.query_episodes(EpisodeQuery(principal="", limit=2))
     assert [r.id for r in page.rows] == ["c", "b"] and page.total == 3
     c = page.rows[0]
@@ -92,9 +93,9 @@ async def test_the_newest_page_of_a_principals_episodes_comes_first_with_counts_
     ],
 )
 async def test_filters_and_sorts_select_and_order_the_expected_episodes(
-    tmp_path: Path, query: EpisodeQuery, ids: list[str]
+    db_target: str, query: EpisodeQuery, ids: list[str]
 ) -> None:
-    store = await filled(tmp_path / "s.db")
+    store = await filled(db_target)
     page = await store.query_episodes(query)
     assert [r.id for r in page.rows] == ids
     assert page.total == len(ids) and page.text_scan_complete
@@ -102,11 +103,12 @@ async def test_filters_and_sorts_select_and_order_the_expected_episodes(
 
 
 async def test_the_text_filter_reads_only_the_newest_events_and_says_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db_target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = await filled(tmp_path / "s.db")
+    store = await filled(db_target)
     monkeypatch.setattr(episode_query, "TEXT_SCAN_LIMIT", 2)
     monkeypatch.setattr("simia.sim.sqlite_store.TEXT_SCAN_LIMIT", 2)
+    monkeypatch.setattr("simia.sim.pg_store.TEXT_SCAN_LIMIT", 2)
     old = await store.query_episodes(EpisodeQuery(text="oat milk"))  # event 1 of 4: outside the newest 2
     new = await store.query_episodes(EpisodeQuery(text="bread"))
     assert (old.rows, old.text_scan_complete) == ([], False)
@@ -129,8 +131,8 @@ async def test_a_fork_group_is_its_root_and_its_forks_and_the_root_counts_them(t
     await store.close()
 
 
-async def test_task_statistics_count_judged_and_passed_episodes(tmp_path: Path) -> None:
-    store = await filled(tmp_path / "s.db")
+async def test_task_statistics_count_judged_and_passed_episodes(db_target: str) -> None:
+    store = await filled(db_target)
     stats = await store.task_stats(principal="")
     assert [(s.world, s.task, s.episodes, s.judged, s.passed) for s in stats] == [
         ("mock", "count", 1, 0, 0),
@@ -163,7 +165,7 @@ def test_a_bad_sort_or_limit_is_refused_with_the_allowed_values() -> None:
 
 async def test_a_read_only_store_reads_and_refuses_every_write(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    await (await filled(path)).close()
+    await (await filled(str(path))).close()
     before = path.read_bytes()
     store = open_store(path, read_only=True)
     assert (await store.query_episodes(EpisodeQuery())).total == 4
@@ -176,12 +178,13 @@ async def test_a_read_only_store_reads_and_refuses_every_write(tmp_path: Path) -
 
 async def test_an_older_database_gets_its_reward_column_from_the_stored_verdicts(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    await (await filled(path)).close()
+    await (await filled(str(path))).close()
     with sqlite3.connect(path) as conn:  # as an older simia wrote it: no reward column
         conn.execute("DROP INDEX episodes_principal_task")
         conn.execute("DROP INDEX episodes_task")
         conn.execute("ALTER TABLE episodes DROP COLUMN reward")
-    with pytest.raises(StoreConfigError, match="open it once with `simia serve --db PATH`"):
+        conn.execute("PRAGMA user_version = 0")  # before schema versions were kept
+    with pytest.raises(StoreConfigError, match="older simia .*simia db migrate --db"):
         SqliteStore(path, read_only=True)
     store = SqliteStore(path)
     assert [r.id for r in (await store.query_episodes(EpisodeQuery(reward="1"))).rows] == ["d", "a"]
