@@ -56,7 +56,7 @@ class BatchExecutor:
         synchronous: SQLite `synchronous` pragma. FULL (default) survives power loss;
             NORMAL survives process crashes only, and lets point jobs run inline.
         setup: run once on the new connection before any job (the schema and its migrations).
-        read_only: open the file read-only (it must exist); every write then fails.
+        read_only: open the file read-only (it must exist); every write then fails (`StoreUnavailable`).
     """
 
     inline_allowed = True
