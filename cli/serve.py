@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -35,7 +36,9 @@ from ._common import (
     seed,
 )
 
-__all__ = ["compose", "register"]
+__all__ = ["DrainingServer", "compose", "register"]
+
+log = logging.getLogger("simia.server")
 
 
 def simia_version() -> str:
@@ -126,8 +129,50 @@ def _serve(args: argparse.Namespace) -> int:
     print(f'  episodes: POST {base}/v1/episodes {{"world": ...}} -> mcp_url {base}/episodes/{{id}}/mcp')
     auth = "bearer token required" if app.settings.requires_token else "none (local only)"
     print(f"  auth: {auth}; metrics: {base}/metrics", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=1)
+    DrainingServer(config, app, args.drain_timeout).run()
     return 0
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn, with a graceful first SIGTERM or Ctrl-C: the app drains (new requests get 503, those in flight
+    finish, for at most `drain_timeout` seconds), then the server stops listening and the process exits 0.
+    A second signal stops it at once (uvicorn's own handling)."""
+
+    def __init__(self, config: uvicorn.Config, app: SimiaApp, drain_timeout: float) -> None:
+        super().__init__(config)
+        self.simia = app
+        self.drain_timeout = drain_timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._drainer: asyncio.Task[None] | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        """Serve until stopped, then close the store (its last group commit included)."""
+        self._loop = asyncio.get_running_loop()
+        try:
+            await super().serve(sockets)
+        finally:
+            await self.simia.store.close()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.simia.drain.draining or self._loop is None:
+            super().handle_exit(sig, frame)
+            return
+        self.simia.drain.start()
+        self._loop.call_soon_threadsafe(self._start_drain)
+
+    def _start_drain(self) -> None:
+        self._drainer = asyncio.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        drained = await self.simia.drain.wait(self.drain_timeout)
+        if not drained:
+            log.warning(
+                "%d request(s) still running after --drain-timeout %.0f s: stopping anyway",
+                self.simia.drain.in_flight,
+                self.drain_timeout,
+            )
+        self.should_exit = True
 
 
 def _stdio(app: SimiaApp, world: str, args: argparse.Namespace) -> int:
@@ -225,6 +270,12 @@ def register(sub: Any) -> None:
         help="seconds before an idle episode is marked abandoned (1800)",
     )
     p.add_argument("--max-live-episodes", type=positive, default=10_000, help="cap on active episodes (10000)")
+    p.add_argument(
+        "--drain-timeout",
+        type=_seconds,
+        default=30.0,
+        help="on SIGTERM, seconds to let calls in flight finish while new ones get 503; then exit 0 (30)",
+    )
     p.add_argument("--judge-backend", metavar="SPEC", help="model of the judge (default: the --backend model)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=_serve)

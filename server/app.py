@@ -57,6 +57,7 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ._body import MAX_BODY, read_body
+from .drain import Drain, DrainGate
 from .episodes import EpisodeService
 from .errors import ApiError, BadRequest, http_error
 from .mcp import EpisodeGate, McpEndpoints, WorldGate
@@ -69,6 +70,8 @@ __all__ = ["SimiaApp", "tune_gc", "viewer_app"]
 
 log = logging.getLogger("simia.server")
 MAX_JSON_BODY = MAX_BODY
+RETRY_AFTER_S = 5
+"""The Retry-After (seconds) of a 503 for a database that cannot be written or a server that is draining."""
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -323,7 +326,11 @@ class SimiaApp:
         self.starlette = inner
         viewer = Viewer(store, worlds, scoped=True, principal_for=self.settings.principal_for)
         self.viewer = Starlette(routes=viewer.routes())
-        self.app: ASGIApp = Guard(EpisodeMcpShortcut(episode_gate, ViewerSplit(self.viewer, inner)), self.settings)
+        self.drain = Drain(RETRY_AFTER_S)
+        """Refuses new requests once started, and tracks those in flight (`simia serve` starts it on SIGTERM)."""
+        self.app: ASGIApp = DrainGate(
+            Guard(EpisodeMcpShortcut(episode_gate, ViewerSplit(self.viewer, inner)), self.settings), self.drain
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app(scope, receive, send)
@@ -348,6 +355,9 @@ class SimiaApp:
             await asyncio.sleep(interval)
             try:
                 abandoned = await self.service.sweep_idle()
+            except StoreUnavailable as exc:
+                log.warning("idle sweep not stored (the next one retries): %s", exc)
+                continue
             except Exception:
                 log.exception("idle sweep failed")
                 continue
@@ -363,9 +373,12 @@ class SimiaApp:
         return JSONResponse({"error": {"code": "invalid_state", "message": str(exc)}}, status_code=400)
 
     async def _store_unavailable(self, request: Request, exc: Exception) -> Response:
-        log.warning("database unavailable: %s", exc)
-        message = "the database is unavailable; retry shortly"
-        return JSONResponse({"error": {"code": "database_unavailable", "message": message}}, status_code=503)
+        """The database is down or refused the request's write (disk full, read-only): 503, retry later."""
+        log.warning("database unavailable: %s %s: %s", request.method, request.url.path, exc)
+        message = "the database is unavailable (down, or its disk full or read-only); retry shortly"
+        response = _error(503, "database_unavailable", message)
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        return response
 
     async def _internal_error(self, request: Request, exc: Exception) -> Response:
         """A bug, not bad input: still the API's error shape (the traceback goes to the server log)."""

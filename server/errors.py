@@ -7,6 +7,9 @@ ApiError
 ├── Conflict        409  the episode is not active
 ├── PayloadTooLarge 413  a request body over the limit (read no further)
 └── Overloaded      503  too many live episodes
+
+Two more 503s come from outside this tree, in the same body shape and with `Retry-After`: `database_unavailable`
+(the store raised `simia.sim.errors.StoreUnavailable`; app.py) and `draining` (the server is shutting down; drain.py).
 """
 
 from __future__ import annotations

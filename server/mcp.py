@@ -37,9 +37,20 @@ from ._body import read_body
 from .episodes import EpisodeService
 from .errors import ApiError, Conflict, PayloadTooLarge, http_error
 
-__all__ = ["EpisodeGate", "McpEndpoints", "WorldGate", "answer_call", "call_result", "failure_result", "tool_list"]
+__all__ = [
+    "DATABASE_TEXT",
+    "EpisodeGate",
+    "McpEndpoints",
+    "WorldGate",
+    "answer_call",
+    "call_result",
+    "failure_result",
+    "tool_list",
+]
 
 log = logging.getLogger("simia.mcp")
+DATABASE_TEXT = "The tool simulator's database is unavailable. Try again."
+"""What the agent reads when the database is down or refused the call's commit (`database_unavailable`, `infra`)."""
 
 
 def tool_list(world: World) -> list[types.Tool]:
@@ -107,10 +118,9 @@ async def answer_call(
         event = await service.call(episode_id, principal, name, arguments, request_key=key)
     except ApiError as exc:
         return failure_result(exc.message, "infra", exc.code, episode_id)
-    except StoreUnavailable as exc:
+    except StoreUnavailable as exc:  # the database, not the call: the same call may be retried
         log.warning("tool call failed: episode=%s tool=%s: %s", episode_id, name, exc)
-        return failure_result("The tool simulator's database is unavailable. Try again.", "infra",
-                              "database_unavailable", episode_id)  # fmt: skip
+        return failure_result(DATABASE_TEXT, "infra", "database_unavailable", episode_id)
     except Exception:
         log.exception("tool call failed: episode=%s tool=%s", episode_id, name)
         return failure_result("Internal error in the tool simulator. Try again.", "infra", "internal_error", episode_id)
@@ -206,6 +216,8 @@ class McpEndpoints:
             episode_id = await self._world_episode(ctx)
         except ApiError as exc:
             return failure_result(exc.message, "infra", exc.code, "")
+        except StoreUnavailable:
+            return failure_result(DATABASE_TEXT, "infra", "database_unavailable", "")
         return await self._call(ctx, episode_id, principal_of(_request(ctx)), params)
 
     async def _call(
@@ -288,7 +300,7 @@ class WorldGate:
             if episode_id is not None:
                 try:
                     await self.endpoints.service.end(episode_id, principal)
-                except ApiError:
+                except (ApiError, StoreUnavailable):
                     log.warning("could not end episode %s of closed session", episode_id)
 
     def _recording(self, send: Send, principal: str) -> Send:

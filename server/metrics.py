@@ -8,6 +8,7 @@ apps in one process do not collide).
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 from collections import Counter
 from collections.abc import Iterator
@@ -23,8 +24,8 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 
 
 
 class Metrics:
-    """What `/metrics` reports: tool calls, errors, latency, live and created episodes, backend tokens, cost and
-    failed model requests (`backend_failures`: the backend's own counter, shared)."""
+    """What `/metrics` reports: tool calls, errors, latency, live and created episodes, backend tokens, cost,
+    failed model requests (`backend_failures`: the backend's own counter, shared), and the event loop's tasks."""
 
     def __init__(self) -> None:
         self.calls: Counter[tuple[str, str, str]] = Counter()  # (world, tool, outcome)
@@ -70,6 +71,14 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+def _tasks() -> int:
+    """The tasks of the running event loop (0 when scraped outside one): a leak of tasks shows here first."""
+    try:
+        return len(asyncio.all_tasks())
+    except RuntimeError:
+        return 0
+
+
 class _Collector(Collector):
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
@@ -97,6 +106,7 @@ class _Collector(Collector):
             latency.add_metric([world], buckets, histogram[-1])
         yield latency
         yield GaugeMetricFamily("simia_live_episodes", "Active episodes", value=m.live)
+        yield GaugeMetricFamily("simia_asyncio_tasks", "asyncio tasks alive in the server's event loop", value=_tasks())
         yield CounterMetricFamily(
             "simia_episode_conflicts",
             "Calls run again because another replica committed a call of their episode first",

@@ -41,11 +41,12 @@ ERROR_STATUSES: dict[int, str] = {
     409: "The episode is not active",
     413: "Request body over the size limit",
     421: "Host not allowed (DNS-rebinding protection)",
-    503: "Too many live episodes",
+    503: "Too many live episodes, the database cannot be written (disk full, read-only), or the server is "
+    "draining to shut down; `Retry-After` says when to retry",
 }
 """Every status the API answers with an `ErrorBody`, and when."""
 
-_GUARD = (403, 421)  # the outermost middleware checks these on every request
+_GUARD = (403, 421, 503)  # the outermost middleware answers these on every request (503: draining)
 
 
 @dataclass(frozen=True)

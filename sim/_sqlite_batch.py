@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.request import pathname2url
 
+from .errors import StoreUnavailable
+
 __all__ = ["CHECKPOINT_EVERY", "BatchExecutor"]
 
 T = TypeVar("T")
@@ -54,7 +56,7 @@ class BatchExecutor:
         synchronous: SQLite `synchronous` pragma. FULL (default) survives power loss;
             NORMAL survives process crashes only, and lets point jobs run inline.
         setup: run once on the new connection before any job (the schema and its migrations).
-        read_only: open the file read-only (it must exist); every write then fails.
+        read_only: open the file read-only (it must exist); every write then fails (`StoreUnavailable`).
     """
 
     inline_allowed = True
@@ -102,7 +104,9 @@ class BatchExecutor:
                 when commits do not wait for the disk.
 
         Raises:
-            RuntimeError: the executor is closed. Whatever `fn` raised (its work undone alone).
+            RuntimeError: the executor is closed.
+            StoreUnavailable: the disk refused the transaction (full, read-only, I/O error); nothing of it stored.
+            Whatever `fn` raised (its work undone alone).
         """
         if self._closed:
             raise RuntimeError("the store is closed")
@@ -210,17 +214,26 @@ class BatchExecutor:
         _resolve_all(jobs)
 
 
-def _run_jobs(conn: sqlite3.Connection, jobs: list[_Job]) -> None:
-    """Run each job in its own savepoint: a failing job is rolled back alone and keeps its error."""
-    for job in jobs:
+def _run_jobs(conn: sqlite3.Connection, jobs: list[_Job]) -> bool:
+    """Run each job in its own savepoint: a failing job is rolled back alone and keeps its error.
+
+    Returns:
+        False when SQLite rolled back the whole transaction itself (it may, on a full disk or an I/O
+        error): the jobs that had run are undone too, and every job then carries the error.
+    """
+    for i, job in enumerate(jobs):
         conn.execute("SAVEPOINT job")
         try:
             job.result = job.fn(conn)
             conn.execute("RELEASE job")
         except BaseException as exc:
+            job.error = _classified(exc)
+            if not conn.in_transaction:
+                _fail_undone(jobs[:i] + jobs[i + 1 :], job.error)
+                return False
             conn.execute("ROLLBACK TO job")
             conn.execute("RELEASE job")
-            job.error = exc
+    return True
 
 
 def _run_batch(conn: sqlite3.Connection, jobs: list[_Job]) -> None:
@@ -228,31 +241,68 @@ def _run_batch(conn: sqlite3.Connection, jobs: list[_Job]) -> None:
 
     The common case runs them back to back. When one fails, the transaction is rolled
     back and the batch runs again with a savepoint per job, so the failing job is
-    undone alone and the others commit.
+    undone alone and the others commit. A transaction that cannot begin or commit
+    (disk full, read-only database) fails every job with `StoreUnavailable` and leaves
+    the connection ready for the next batch: the writer thread never dies of it.
     """
-    conn.execute("BEGIN IMMEDIATE")
     try:
-        for job in jobs:
-            job.result = job.fn(conn)
-    except BaseException:
-        conn.execute("ROLLBACK")
         conn.execute("BEGIN IMMEDIATE")
-        _run_jobs(conn, jobs)
-    try:
+        try:
+            for job in jobs:
+                job.result = job.fn(conn)
+        except BaseException:
+            _rollback(conn)
+            conn.execute("BEGIN IMMEDIATE")
+            if not _run_jobs(conn, jobs):
+                return
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
-        for job in jobs:
-            job.error = job.error or exc
-        if conn.in_transaction:
+        _fail_undone(jobs, _classified(exc))
+        _rollback(conn)
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """End the open transaction, if SQLite has not ended it already."""
+    if conn.in_transaction:
+        try:
             conn.execute("ROLLBACK")
+        except sqlite3.Error:  # the disk refuses even this: SQLite rolls back the journal on the next use
+            log.warning("ROLLBACK failed; the next transaction recovers the journal", exc_info=True)
+
+
+def _fail_undone(jobs: list[_Job], error: BaseException) -> None:
+    """Mark jobs whose work a failed transaction undid: none of them may be answered as done."""
+    for job in jobs:
+        job.result = None
+        job.error = job.error or error
+
+
+_UNAVAILABLE = {
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_BUSY,
+    sqlite3.SQLITE_LOCKED,
+}
+
+
+def _classified(exc: BaseException) -> BaseException:
+    """`exc`, or `StoreUnavailable` when it is SQLite refusing for a reason of the disk, not of the job."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(exc, sqlite3.Error) and code is not None and code & 0xFF in _UNAVAILABLE:
+        error = StoreUnavailable(f"the database refused the write ({exc}); nothing of it was stored")
+        error.__cause__ = exc
+        return error
+    return exc
 
 
 def _checkpoint(conn: sqlite3.Connection) -> None:
     """Copy the WAL back into the database file (on the writer thread, off the event loop)."""
     try:
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-    except sqlite3.Error:
-        log.exception("WAL checkpoint failed (the next one retries)")
+    except sqlite3.Error as exc:
+        log.warning("WAL checkpoint failed (the next one retries): %s", exc)
 
 
 def _fail(jobs: list[_Job], error: BaseException) -> None:

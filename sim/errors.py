@@ -7,7 +7,7 @@
     ├── StoreConfigError      a --db target no store implementation opens
     │   └── StoreSchemaError      a database of a newer schema than this simia's, or not simia's
     ├── StoreConflict         an episode moved on since the caller read it (another replica committed)
-    ├── StoreUnavailable      the database stopped answering (down, restarting, unreachable): infrastructure
+    ├── StoreUnavailable      the database stopped answering or refused a write (down, disk full, read-only)
     ├── WorldExistsError      a world folder is already there (pass force to replace it)
     ├── ImportSourceError     an MCP server or API description that cannot become a world
     └── BackendError          the model backend failed (infrastructure, never the agent's fault)
@@ -106,8 +106,11 @@ class StoreConflict(SimiaError):
 
 
 class StoreUnavailable(SimiaError):
-    """The database did not answer an operation (down, restarting, unreachable, no free connection in time);
-    whether a write in flight was committed is unknown until the episode is read again."""
+    """The database did not answer an operation (down, restarting, unreachable, no free connection in time), or
+    refused a transaction it would accept on a healthy disk (full, read-only, an I/O error, locked by another
+    process). Infrastructure, never the caller's fault. Postgres: whether a write in flight was committed is
+    unknown until the episode is read again. SQLite: the refused transaction was rolled back whole, nothing
+    of it is stored. Either way the same request succeeds once the database is healthy again."""
 
 
 class WorldExistsError(SimiaError):

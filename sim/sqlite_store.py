@@ -257,7 +257,7 @@ class SqliteStore:
         path: the database file (created when missing); ":memory:" for tests.
         synchronous: SQLite `synchronous` pragma. FULL (default) survives power loss;
             NORMAL survives process crashes only.
-        read_only: open an existing database read-only (the viewer): every write raises `sqlite3.OperationalError`.
+        read_only: open an existing database read-only (the viewer): every write raises `StoreUnavailable`.
 
     Raises:
         StoreConfigError: read-only, and the file is not a simia database of the current schema.

@@ -24,6 +24,7 @@ RATIO_LINES = {
     "consistency.py": [r"ratio consistent faithful fake / stale fake: 1\.00 / \d\.\d+"],
     "fuzz_api.py": [r"api fuzz: \d+ cases, 0 failures"],
     "fuzz_mcp.py": [r"mcp fuzz: \d+ cases, 0 failures"],
+    "kill_rounds.py": [r"kill rounds: \d+ rounds, \d+ acknowledged, 0 lost, integrity ok, 0 seq gaps"],
     "local_latency.py": [r"p50 / prediction = \d+\.\d+"],
     "prompt_size.py": [r"ratio simia / full history at call \d+: +\d+\.\d+"],
     "schema_validity.py": [r"ratio valid-in-the-end / calls: \d+\.\d+"],
@@ -32,6 +33,7 @@ RATIO_LINES = {
         r"throughput 2 replicas behind HAProxy \(roundrobin\) / 1 replica direct = \d+\.\d+",  # throughput
         r"throughput 2 replicas behind HAProxy \(uri\) / 1 replica direct = \d+\.\d+",
     ],
+    "soak.py": [r"soak: [\d,]+ calls, 0 errors, 0 leaks; p99 last / first window after warm-up = \d+\.\d+"],
     "store_engines.py": [
         r"per-call cost postgres / sqlite = \d+\.\d+",
         r"fork p50 sqlite \d+\.\d+ ms, postgres \d+\.\d+ ms",

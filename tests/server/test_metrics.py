@@ -48,3 +48,9 @@ async def test_a_server_with_tune_gc_freezes_its_startup_heap(make_server: Any) 
     finally:
         gc.unfreeze()
         gc.set_threshold(*threshold)
+
+
+async def test_the_event_loop_s_task_count_is_a_gauge_so_a_soak_sees_task_leaks() -> None:
+    families = {f.name: f for f in text_string_to_metric_families(Metrics().render().decode())}
+    [sample] = families["simia_asyncio_tasks"].samples
+    assert sample.value >= 1  # this test's own task, at least

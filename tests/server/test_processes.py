@@ -1,8 +1,9 @@
-"""Real `simia serve` processes: stdio for desktop clients, and kill -9 under load."""
+"""Real `simia serve` processes: stdio for desktop clients, kill -9 under load, and a filesystem that fills up."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -199,3 +200,67 @@ async def test_the_kill_test_catches_a_server_that_acknowledges_before_committin
     lost = await lost_after_restart(db, acked)
     print(f"control: {len(lost)} of {len(acked)} acknowledged calls lost")
     assert len(lost) > 0, "the control lost nothing: the kill test would not catch an unsafe server"
+
+
+@contextlib.contextmanager
+def small_disk(where: Path, size: str = "4m") -> Iterator[Path]:
+    """A real filesystem of `size` (tmpfs) mounted at `where`; needs root (CI's container has it)."""
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.decode().strip()}); the in-process tests cover this")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Write a file until the filesystem has no byte left; returns it (delete it and the space returns)."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        for size in (65536, 4096, 512, 1):  # the last bytes too: SQLite may fit a small write in them
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * size)
+    finally:
+        os.close(fd)
+    return filler
+
+
+@pytest.mark.slow
+@pytest.mark.allowed_skip
+async def test_simia_serve_on_a_filesystem_that_fills_up_fails_calls_cleanly_and_recovers(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk") as disk:
+        db, port = disk / "simia.db", free_port()
+        url = f"http://127.0.0.1:{port}"
+        with serve_process(db, port, synchronous="NORMAL") as proc:
+            await wait_healthy(url, proc)
+            async with httpx.AsyncClient(base_url=url) as http:
+                episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+                async with Client(episode["mcp_url"]) as client:
+                    ok = await client.call_tool("set_quantity", {"name": "milk", "qty": 1})
+                    filler = fill(disk)
+                    refused = None
+                    big = "milk" + "x" * 4000  # each call's arguments take room in the log
+                    for qty in range(2000):
+                        result = await client.call_tool("set_quantity", {"name": big, "qty": qty % 100})
+                        if result.is_error:
+                            refused = result
+                            break
+                    assert refused is not None, "the full filesystem kept taking calls"
+                    assert refused.meta is not None
+                    assert (refused.meta["simia/error_kind"], refused.meta["simia/error_code"]) == (
+                        "infra",
+                        "database_unavailable",
+                    )
+                    assert proc.poll() is None  # no crash
+                    filler.unlink()  # space returns
+                    again = await client.call_tool("set_quantity", {"name": "milk", "qty": 7})
+                assert not ok.is_error and not again.is_error and again.meta
+                detail = (await http.get(f"/v1/episodes/{episode['id']}")).json()
+                assert detail["events"][-1]["arguments"] == {"name": "milk", "qty": 7}
+                assert [e["seq"] for e in detail["events"]] == list(range(1, again.meta["simia/seq"] + 1))
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
