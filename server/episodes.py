@@ -215,7 +215,12 @@ class EpisodeService:
         return entry
 
     async def _load(self, episode_id: str, entry: _Live) -> EpisodeRecord | None:
-        """The cached record (loading it, its window and its latest events on first use); call under the lock."""
+        """The cached record (loading it, its window and its latest events on first use, and again when another
+        replica committed since: `Store.shared`); call under the lock."""
+        if entry.record is not None and self.store.shared:
+            committed = await self.store.committed_position(episode_id)
+            if committed != (entry.record.seq, entry.record.status):
+                entry.record = None  # another replica moved it on: simulate on what it committed, not twice
         if entry.record is None:
             record = await self.store.get_episode(episode_id)
             if record is None:

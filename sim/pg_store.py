@@ -234,6 +234,9 @@ class PgStore:
             (with `create` False) no tables.
     """
 
+    shared = True
+    """Several replicas write one Postgres database."""
+
     def __init__(
         self,
         url: str,
@@ -438,6 +441,10 @@ class PgStore:
             return [
                 TaskStats(w, t, int(n), int(judged), int(passed)) for w, t, n, judged, passed in await cursor.fetchall()
             ]
+
+    async def committed_position(self, episode_id: str) -> tuple[int, str] | None:
+        rows = await self._rows("SELECT seq, status FROM episodes WHERE id = %s", (episode_id,))
+        return (int(rows[0]["seq"]), str(rows[0]["status"])) if rows else None
 
     async def count_live(self) -> int:
         rows = await self._rows("SELECT COUNT(*) AS n FROM episodes WHERE status = 'active'")

@@ -264,6 +264,9 @@ class SqliteStore:
         sqlite3.Error: the file cannot be opened.
     """
 
+    shared = False
+    """One process writes a SQLite file (several replicas need Postgres: README "Several replicas")."""
+
     executor_type: type[BatchExecutor] = BatchExecutor
     """How jobs reach the connection (tests swap in an unsafe variant for the durability control)."""
 
@@ -356,6 +359,13 @@ class SqliteStore:
 
         def run(conn: sqlite3.Connection) -> list[TaskStats]:
             return [TaskStats(*row) for row in conn.execute(sql, params)]
+
+        return await self._db.run(run)
+
+    async def committed_position(self, episode_id: str) -> tuple[int, str] | None:
+        def run(conn: sqlite3.Connection) -> tuple[int, str] | None:
+            row = conn.execute("SELECT seq, status FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+            return None if row is None else (int(row[0]), str(row[1]))
 
         return await self._db.run(run)
 

@@ -41,6 +41,10 @@ class Store(Protocol):
     """The schema version opening the store upgraded the database from (`simia.sim.migrations`); None when
     it was current or new."""
 
+    shared: bool
+    """Whether other processes may write this database (Postgres replicas): a server then checks its cached
+    copy of an episode against `committed_position` before each call."""
+
     async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
         """Insert a new episode (its id must be new) and return it, committed."""
         ...
@@ -73,6 +77,10 @@ class Store(Protocol):
 
     async def task_stats(self, *, world: str | None = None, principal: str | None = None) -> list[TaskStats]:
         """Per-(world, task) episode, judged and passed counts (`episode_query.task_stats_sql`)."""
+        ...
+
+    async def committed_position(self, episode_id: str) -> tuple[int, str] | None:
+        """The episode's committed `seq` and status (one cheap read), or None when there is no such episode."""
         ...
 
     async def count_live(self) -> int:
