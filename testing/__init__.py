@@ -6,7 +6,9 @@
 - `mock_world_answer`: a flawless rule-based simulator of the bundled `mock` world, for
   `FunctionBackend(mock_world_answer)`.
 - `simia.testing.replicas.Replicas` (a submodule: it runs Postgres and HAProxy binaries): Postgres, N
-  `simia serve` replicas and HAProxy in front, as processes a test can kill and restart.
+  `simia serve` replicas and HAProxy in front, as processes a test can kill and restart;
+  `simia.testing.processes` waits for a server process to answer and stops one;
+  `simia.testing.postgres.PostgresCluster` runs a throwaway Postgres from its binaries.
 
 The scripted backend (`scripted:FILE`, `simia.sim.backends.scripted`) is a real backend, not a double:
 it stays among the backends.

@@ -39,6 +39,7 @@ from types import TracebackType
 import httpx2 as httpx
 from simia.server.inprocess import free_port
 from simia.testing.postgres import PostgresCluster
+from simia.testing.processes import stop_process, wait_answering
 
 __all__ = ["Replica", "Replicas", "haproxy_bin", "haproxy_config"]
 
@@ -137,18 +138,10 @@ class Replica:
         Raises:
             RuntimeError: the process exited (its log's tail says why). TimeoutError: not healthy in `timeout` s.
         """
-        async with httpx.AsyncClient(timeout=2) as http:
-            for _ in range(int(timeout / 0.05)):
-                if self.proc is None or self.proc.poll() is not None:
-                    tail = self.log.read_text(errors="replace")[-2000:]
-                    raise RuntimeError(f"replica r{self.index} exited: {tail}")
-                try:
-                    if (await http.get(f"{self.url}/healthz")).status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.05)
-        raise TimeoutError(f"replica r{self.index} not healthy within {timeout} s")
+        assert self.proc is not None, "start the replica first"
+        await wait_answering(
+            f"{self.url}/healthz", self.proc, what=f"replica r{self.index}", log=self.log, timeout=timeout
+        )
 
     async def calls_served(self) -> int:
         """Tool calls this process has answered since it started (its `/metrics`)."""
@@ -168,12 +161,8 @@ class Replica:
 
     def stop(self) -> None:
         """SIGTERM the process (SIGKILL after 15 s)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        if self.proc is not None:
+            stop_process(self.proc)
 
 
 class Replicas:
@@ -248,7 +237,7 @@ class Replicas:
 
     async def _start_provider(self) -> list[str]:
         self._provider, url = self._spawn_provider()
-        await _wait_for(f"{url}/chat/completions", self._provider, "the fake provider", None)
+        await wait_answering(f"{url}/chat/completions", self._provider, what="the fake provider")
         return ["--backend", "openai-compatible:fake", "--base-url", url, "--backend-concurrency", "100000"]
 
     def _spawn_provider(self) -> tuple[subprocess.Popen[bytes], str]:
@@ -267,7 +256,7 @@ class Replicas:
 
     async def _start_balancer(self) -> None:
         self._balancer = self._spawn_balancer()
-        await _wait_for(f"{self.url}/healthz", self._balancer, "haproxy", self.root / "haproxy.log")
+        await wait_answering(f"{self.url}/healthz", self._balancer, what="haproxy", log=self.root / "haproxy.log")
 
     def _spawn_balancer(self) -> subprocess.Popen[bytes]:
         config = self.root / "haproxy.cfg"
@@ -313,19 +302,3 @@ class Replicas:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.close()
-
-
-async def _wait_for(url: str, proc: subprocess.Popen[bytes], what: str, log: Path | None, timeout: float = 30) -> None:
-    """Wait until `url` answers with any status under 500 (RuntimeError with `log`'s tail if `proc` exits)."""
-    async with httpx.AsyncClient(timeout=2) as http:
-        for _ in range(int(timeout / 0.05)):
-            if proc.poll() is not None:
-                tail = log.read_text(errors="replace")[-2000:] if log is not None else ""
-                raise RuntimeError(f"{what} exited with {proc.returncode}: {tail}")
-            try:
-                if (await http.get(url)).status_code < 500:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.05)
-    raise TimeoutError(f"{what} did not answer within {timeout} s")

@@ -20,6 +20,7 @@ import pytest
 from simia.server.inprocess import free_port
 from simia.testing import FakeProvider
 from simia.testing.mock_world import mock_world_answer
+from simia.testing.processes import wait_answering
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,16 +79,7 @@ def serve(db: Path, port: int, provider: FakeProvider, drain_timeout: float) -> 
 
 
 async def healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    async with httpx.AsyncClient() as http:
-        for _ in range(600):
-            assert proc.poll() is None, f"simia serve exited with {proc.returncode}"
-            try:
-                if (await http.get(f"{url}/healthz")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.05)
-    raise TimeoutError("simia serve did not become healthy within 30 s")
+    await wait_answering(f"{url}/healthz", proc)
 
 
 async def at_the_model(provider: FakeProvider, n: int) -> None:

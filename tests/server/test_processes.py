@@ -19,6 +19,7 @@ import httpx2 as httpx
 import pytest
 from mcp import Client, StdioServerParameters
 from simia.server.inprocess import free_port
+from simia.testing.processes import stop_process, wait_answering
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,29 +102,13 @@ def serve_process(
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc)
         if proc.stderr:
             proc.stderr.close()
 
 
 async def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    async with httpx.AsyncClient() as http:
-        for _ in range(600):
-            if proc.poll() is not None:
-                raise RuntimeError(f"simia serve exited with {proc.returncode}")
-            try:
-                if (await http.get(f"{url}/healthz")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.05)
-    raise TimeoutError("simia serve did not become healthy within 30 s")
+    await wait_answering(f"{url}/healthz", proc)
 
 
 async def load_then_kill(url: str, proc: subprocess.Popen[bytes], *, acks_before_kill: int) -> list[tuple[str, int]]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from simia.sim.store import open_store
 from simia.testing import FakeProvider, mock_world_answer
 from simia.testing.mock_world import parse_simulator_prompt
 from simia.testing.postgres import PostgresCluster
+from simia.testing.processes import stop_process, wait_answering
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,30 +65,13 @@ def replica(db: str, port: int, base_url: str) -> Iterator[subprocess.Popen[byte
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc)
         if proc.stderr:
             proc.stderr.close()
 
 
 async def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    async with httpx.AsyncClient() as http:
-        for _ in range(600):
-            if proc.poll() is not None:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                raise RuntimeError(f"simia serve exited with {proc.returncode}: {err}")
-            try:
-                if (await http.get(f"{url}/healthz")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.05)
-    raise TimeoutError("simia serve did not become healthy within 30 s")
+    await wait_answering(f"{url}/healthz", proc)
 
 
 async def test_two_replicas_hammering_one_episode_serialize_its_calls(pg_url: str) -> None:
