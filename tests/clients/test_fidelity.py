@@ -237,3 +237,20 @@ async def test_the_fidelity_command_runs_the_agent_on_a_task_and_names_a_missing
     )
     assert missing.returncode == 2
     assert missing.stderr.strip() == "error: world 'counters' has no task 'nope' (its tasks: two-apples)"
+
+
+@pytest.mark.slow
+@pytest.mark.local_model
+async def test_the_embedded_model_simulates_a_small_sequence_and_its_figures_are_printed(tmp_path: Path) -> None:
+    """The embedded SmolLM2 as the simulator of the counters server's tools (`--backend local`): the command
+    runs the whole sequence and reports every call; its figures are printed (run with -s), not asserted: a
+    135M model's answers are what they are."""
+    folder = await counters_world(tmp_path)
+    command = [sys.executable, "-m", "simia.cli", "fidelity", str(folder), "--calls", str(tmp_path / "calls.jsonl"),
+               "--backend", "local", "--report", str(tmp_path / "r.json"), "--", *SERVER]  # fmt: skip
+    done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=900)
+    print(f"\nsimia fidelity counters --backend local (embedded SmolLM2-135M):\n{done.stdout}")
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert len(report["calls"]) == len(CALLS) and 0.0 <= report["agreement"] <= 1.0
+    assert done.stdout.splitlines()[0].split()[0] == "TOOL" and f"over {len(CALLS)} calls" in done.stdout
