@@ -1,0 +1,129 @@
+"""`simia fidelity` on the shipped retail world against a real retail MCP server (tests/fixtures/servers/retail.py).
+
+The simulator is a fake provider that answers with the real server's own functions applied to the state the
+simulator prompt shows, so every disagreement left is simia's doing. One is: the world's state (4.5k
+characters) is over `max_state_chars` (3,000), so each prompt shows a slice, and a record is shown whole
+only when a top-level field of it (or its key) names something in the call's arguments. An item exchange
+(`modify_pending_order_items`) names the order, the item ids and a payment method, none of them a top-level
+field of the product or the user: the catalogue's variants and the user's payment methods are cut out of
+the prompt, and a simulator that answers from what it sees must say the variant is unavailable. That call
+is asserted as the one outcome disagreement of a faithful simulator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from simia.sim import load_world
+from simia.testing import FakeProvider, parse_simulator_prompt
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = ROOT / "tests" / "fixtures" / "servers" / "retail.py"
+WORLD = ROOT / "tool_specs" / "retail"
+_spec = importlib.util.spec_from_file_location("retail_server", SERVER)
+assert _spec and _spec.loader
+retail = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(retail)
+
+MIA, ADDRESS = "mia_lee_1021", {"address1": "401 Congress Ave", "city": "Austin", "state": "TX", "country": "USA"}
+RETURN = {"order_id": "#W1003", "item_ids": ["I2002"], "payment_method_id": "credit_card_9902"}
+CALLS = [  # from the world's tasks and examples
+    ("find_user_by_email", {"email": "mia.lee@example.com"}),
+    ("get_user_details", {"user_id": MIA}),
+    ("get_order_details", {"order_id": "#W1001"}),
+    ("list_products", {}),
+    ("get_product_details", {"product_id": "P100"}),
+    ("get_order_details", {"order_id": "#W1001"}),  # repeated read
+    ("cancel_pending_order", {"order_id": "#W1001", "reason": "ordered by mistake"}),
+    ("get_order_details", {"order_id": "#W1001"}),  # read after the write
+    ("cancel_pending_order", {"order_id": "#W1002", "reason": "no longer needed"}),  # delivered: an error
+    ("find_user_by_email", {"email": "mia.lee@exmaple.org"}),  # no such user: an error
+    ("modify_pending_order_address", {"order_id": "#W1004", **ADDRESS, "zip": "78701"}),
+    ("return_delivered_order_items", RETURN),
+    ("modify_pending_order_items",
+     {"order_id": "#W1005", "item_ids": ["I1001"], "new_item_ids": ["I1002"], "payment_method_id": "paypal_5150"}),
+]  # fmt: skip
+
+
+def _records(view: dict[str, Any]) -> dict[str, Any]:
+    """A sliced state view without the slicer's "N other record(s) not shown" notes."""
+    return {name: {k: v for k, v in records.items() if k != "..."} for name, records in view.items()}
+
+
+def simulator(body: dict[str, Any], *, stale: bool = False) -> dict[str, Any]:
+    """Answer a simulator request with the real server's functions: on the state in the prompt, or (`stale`)
+    on the world's initial state whatever was written since (its patches still change the episode)."""
+    tool, arguments, view = parse_simulator_prompt(str(body["messages"][-1]["content"]))
+    state = load_world(WORLD).initial_state if stale else _records(view)
+    try:
+        output, patch = retail.TOOLS[tool](state, arguments)
+    except retail.RetailError as exc:
+        return {"is_error": True, "error_code": exc.code, "message": exc.message, "output": None, "state_patch": []}
+    return {"is_error": False, "error_code": None, "message": "ok", "output": output, "state_patch": patch}
+
+
+async def fidelity(tmp_path: Path, answer: Any, name: str) -> tuple[str, dict[str, Any]]:
+    """Run `simia fidelity tool_specs/retail` on CALLS against the real retail server: (table, JSON report)."""
+    calls, report = tmp_path / "calls.jsonl", tmp_path / f"{name}.json"
+    calls.write_text("".join(json.dumps({"tool": t, "arguments": a}) + "\n" for t, a in CALLS))
+    async with FakeProvider(answer).running() as fake:
+        command = [sys.executable, "-m", "simia.cli", "fidelity", str(WORLD), "--calls", str(calls),
+                   "--backend", "openai-compatible:fake", "--base-url", fake.base_url, "--report", str(report),
+                   "--", sys.executable, str(SERVER)]  # fmt: skip
+        done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    print(f"\nsimia fidelity tool_specs/retail ({name} simulator):\n{done.stdout}")
+    return done.stdout, json.loads(report.read_text())
+
+
+async def test_a_faithful_simulator_of_the_retail_world_agrees_but_where_the_state_slice_hides_records(
+    tmp_path: Path,
+) -> None:
+    table, report = await fidelity(tmp_path, simulator, "faithful")
+    calls = report["calls"]
+    assert [c["real_error"] for c in calls] == [i in (8, 9) for i in range(len(CALLS))]
+    codes = [(c["real_code"], c["sim_code"]) for c in calls[8:10]]
+    assert codes == [("order_not_pending", "order_not_pending"), ("user_not_found", "user_not_found")]
+    assert calls[6]["real"] == {"order_id": "#W1001", "status": "cancelled", "refund_amount": 43.99}
+    assert calls[7]["real"]["status"] == "cancelled" and calls[7]["real"] == calls[7]["simulated"]
+    assert all(c["schema_valid"] in (True, None) for c in calls)
+    # the item exchange: the real server exchanges the T-shirt; the slice hides product P100's variants
+    exchange = calls[12]
+    assert exchange["real"]["price_difference"] == 0.0 and exchange["real"]["items"][0]["item_id"] == "I1002"
+    assert exchange["sim_error"] and exchange["sim_code"] == "variant_unavailable" and not exchange["outcome_agrees"]
+    assert [c["outcome_agrees"] for c in calls] == [True] * 12 + [False]
+    assert [c["values"] for c in calls[:12] if not c["real_error"]] == [1.0] * 10  # every answer equal
+    tools = report["tools"]
+    assert tools["get_order_details"] == {
+        "calls": 3, "outcome": 1.0, "schema_valid": 1.0, "structure": 1.0, "values": 1.0, "agreement": 1.0,
+    }  # fmt: skip
+    assert tools["modify_pending_order_items"]["outcome"] == 0.0
+    others = [t for name, t in tools.items() if name != "modify_pending_order_items"]
+    assert len(others) == 8 and all(t["outcome"] == t["agreement"] == 1.0 for t in others)
+    assert report["agreement"] == pytest.approx(12 / 13)
+    assert report["repeated_read"] == {"consistent": 1, "checked": 1}
+    assert report["read_after_write"] == {"consistent": 1, "checked": 1}
+    assert f"agreement {12 / 13:.2f} over 13 calls" in table.splitlines()
+
+
+async def test_a_stale_simulator_answers_the_read_after_a_write_as_before_it(tmp_path: Path) -> None:
+    table, report = await fidelity(tmp_path, lambda body: simulator(body, stale=True), "stale")
+    after = report["calls"][7]
+    assert after["real"]["status"] == "cancelled" and after["simulated"]["status"] == "pending"
+    # 27 leaf paths: the simulated answer lacks the refund record's 3, and its status differs
+    assert (after["structure"], after["values"]) == (pytest.approx(24 / 27), pytest.approx(23 / 27))
+    assert report["tools"]["get_order_details"]["values"] < 1.0
+    assert report["read_after_write"] == {"consistent": 0, "checked": 1}
+    assert report["repeated_read"] == {"consistent": 1, "checked": 1}
+    # on the initial state the exchange sees the catalogue, so the stale simulator gets that call right
+    assert report["tools"]["modify_pending_order_items"]["agreement"] == 1.0
+    assert "read after write: 0/1 consistent" in table.splitlines()
