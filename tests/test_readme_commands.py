@@ -190,6 +190,8 @@ NOT_RUN = {
     "-- python counters.py": "tests/clients/test_fidelity.py runs --agent on tests/fixtures/servers/counters.py",
     "simia fidelity tool_specs/counters --calls calls.jsonl --backend openai:gpt-5.4-mini --grade openai:gpt-5.4 "
     "-- python counters.py": "tests/clients/test_fidelity.py runs --grade on tests/fixtures/servers/counters.py",
+    "simia fidelity tool_specs/retail --calls calls.jsonl --backend openai:gpt-5.4-mini "
+    "-- python tests/fixtures/servers/retail.py": "tests/clients/test_fidelity_retail.py runs it",
 }
 
 SERVE_HELP = "simia serve --help"
