@@ -24,8 +24,6 @@ import pytest
 from simia.sim import load_world
 from simia.testing import FakeProvider, parse_simulator_prompt
 
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "tests" / "fixtures" / "servers" / "retail.py"
 WORLD = ROOT / "tool_specs" / "retail"
@@ -35,6 +33,8 @@ retail = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(retail)
 
 MIA, ADDRESS = "mia_lee_1021", {"address1": "401 Congress Ave", "city": "Austin", "state": "TX", "country": "USA"}
+EXCHANGE = {"order_id": "#W1004", "item_ids": ["I3001"], "new_item_ids": ["I3002"]}
+EXCHANGE["payment_method_id"] = "gift_card_7731"  # the lamp of #W1004, for the unavailable lamp, on the gift card
 RETURN = {"order_id": "#W1003", "item_ids": ["I2002"], "payment_method_id": "credit_card_9902"}
 CALLS = [  # from the world's tasks and examples
     ("find_user_by_email", {"email": "mia.lee@example.com"}),
@@ -85,6 +85,48 @@ async def fidelity(tmp_path: Path, answer: Any, name: str) -> tuple[str, dict[st
     return done.stdout, json.loads(report.read_text())
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments", "code"),
+    [
+        ("get_user_details", {"user_id": "nobody"}, "user_not_found"),
+        ("get_product_details", {"product_id": "P999"}, "product_not_found"),
+        ("cancel_pending_order", {"order_id": "#W9999", "reason": "no longer needed"}, "order_not_found"),
+        ("modify_pending_order_address", {"order_id": "#W1002", **ADDRESS, "zip": "1"}, "order_not_pending"),
+        ("return_delivered_order_items", {**RETURN, "order_id": "#W1001"}, "order_not_delivered"),
+        ("return_delivered_order_items", {**RETURN, "item_ids": ["I3001"]}, "item_not_in_order"),
+        ("return_delivered_order_items", {**RETURN, "payment_method_id": "paypal_5150"}, "invalid_payment_method"),
+        ("modify_pending_order_items", {**EXCHANGE, "item_ids": ["I1001"]}, "item_not_in_order"),
+        ("modify_pending_order_items", {**EXCHANGE, "new_item_ids": ["I3002"]}, "variant_unavailable"),
+        ("modify_pending_order_items", {**EXCHANGE, "new_item_ids": ["I2002"]}, "variant_unavailable"),  # other product
+    ],
+)  # fmt: skip
+def test_the_real_servers_functions_raise_the_worlds_documented_codes(
+    tool: str, arguments: dict[str, Any], code: str
+) -> None:
+    world = load_world(WORLD)
+    spec = world.tool(tool)
+    assert spec is not None and code in {e.code for e in world.error_codes(spec)}
+    with pytest.raises(retail.RetailError) as caught:
+        retail.TOOLS[tool](world.initial_state, arguments)
+    assert caught.value.code == code and str(caught.value).startswith(f"{code}: ")
+
+
+def test_a_gift_card_pays_an_exchange_up_to_its_balance() -> None:
+    state = load_world(WORLD).initial_state
+    state["products"]["P300"]["variants"]["I3002"].update(available=True, price=90.0)
+    with pytest.raises(retail.RetailError, match=r"^insufficient_gift_card_balance: "):
+        retail.modify_pending_order_items(state, EXCHANGE)  # 40 < 45
+    state["products"]["P300"]["variants"]["I3002"]["price"] = 75.0
+    output, patch = retail.modify_pending_order_items(state, EXCHANGE)
+    assert output["price_difference"] == 30.0 and output["items"][0]["item_id"] == "I3002"
+    retail.apply(state, patch)
+    assert state["users"]["mia_lee_1021"]["payment_methods"]["gift_card_7731"]["balance"] == 10.0
+    assert state["orders"]["#W1004"]["payment_history"][-1] == {
+        "transaction_type": "payment", "amount": 30.0, "payment_method_id": "gift_card_7731",
+    }  # fmt: skip
+
+
+@pytest.mark.slow
 async def test_a_faithful_simulator_of_the_retail_world_agrees_but_where_the_state_slice_hides_records(
     tmp_path: Path,
 ) -> None:
@@ -115,6 +157,7 @@ async def test_a_faithful_simulator_of_the_retail_world_agrees_but_where_the_sta
     assert f"agreement {12 / 13:.2f} over 13 calls" in table.splitlines()
 
 
+@pytest.mark.slow
 async def test_a_stale_simulator_answers_the_read_after_a_write_as_before_it(tmp_path: Path) -> None:
     table, report = await fidelity(tmp_path, lambda body: simulator(body, stale=True), "stale")
     after = report["calls"][7]
