@@ -33,8 +33,12 @@ retail = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(retail)
 
 MIA, ADDRESS = "mia_lee_1021", {"address1": "401 Congress Ave", "city": "Austin", "state": "TX", "country": "USA"}
-EXCHANGE = {"order_id": "#W1004", "item_ids": ["I3001"], "new_item_ids": ["I3002"]}
-EXCHANGE["payment_method_id"] = "gift_card_7731"  # the lamp of #W1004, for the unavailable lamp, on the gift card
+EXCHANGE = {  # #W1004's lamp for the unavailable one, on Mia's gift card
+    "order_id": "#W1004",
+    "item_ids": ["I3001"],
+    "new_item_ids": ["I3002"],
+    "payment_method_id": "gift_card_7731",
+}
 RETURN = {"order_id": "#W1003", "item_ids": ["I2002"], "payment_method_id": "credit_card_9902"}
 CALLS = [  # from the world's tasks and examples
     ("find_user_by_email", {"email": "mia.lee@example.com"}),
