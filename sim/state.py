@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -252,12 +253,30 @@ def needles_of(values: Iterable[Any]) -> set[str]:
     return out
 
 
-def _mentions(key: str, record: Any, needles: set[str]) -> bool:
-    if key in needles:
-        return True
-    if isinstance(record, dict):
-        return any(isinstance(v, str | int) and not isinstance(v, bool) and str(v) in needles for v in record.values())
-    return False
+def _mentioned(key: str, record: Any, needles: set[str]) -> set[str]:
+    """The needles that are the record's key, or any key or scalar value at any depth inside it (an item id kept
+    in a product's `variants`, a payment method in a user's `payment_methods`)."""
+    found = {key} & needles
+    stack = [record]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            found.update(k for k in value if k in needles)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str | int) and not isinstance(value, bool) and str(value) in needles:
+            found.add(str(value))
+    return found
+
+
+def _mentioning(keyed: list[tuple[str, Any]], needles: set[str]) -> list[bool]:
+    """Which records of one collection the call mentions: by their key, or by a needle found in few of them
+    (at most half): a value every record shares (a country, a status) singles none out."""
+    found = [_mentioned(key, record, needles) for key, record in keyed]
+    counts = Counter(needle for needles_found in found for needle in needles_found)
+    rare = {needle for needle, n in counts.items() if n <= max(1, len(keyed) // 2)}
+    return [key in needles or bool(f & rare) for (key, _), f in zip(keyed, found, strict=True)]
 
 
 def _stub(record: Any) -> Any:
@@ -290,7 +309,8 @@ def slice_state(state: dict[str, Any], needles: set[str], max_chars: int) -> tup
 
     A state within `max_chars` (as canonical JSON) is returned whole. Otherwise, in
     each top-level collection (an object of records, or a list of records), the
-    records whose key or fields mention one of `needles` are shown whole and the
+    records the call mentions are shown whole (their key is one of `needles`, or a needle that at
+    most half of the collection's records hold, as any key or value at any depth) and the
     others are abbreviated to their short scalar fields; if that is still too
     large, abbreviated records are left out (with a count) until it fits.
 
@@ -304,16 +324,17 @@ def slice_state(state: dict[str, Any], needles: set[str], max_chars: int) -> tup
     for name, value in state.items():
         if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
             view[name] = {}
-            for key, record in value.items():
-                if _mentions(key, record, needles):
+            for (key, record), whole in zip(value.items(), _mentioning(list(value.items()), needles), strict=True):
+                if whole:
                     view[name][key] = record
                 else:
                     view[name][key] = _stub(record)
                     stubs.append((name, key))
         elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             view[name] = []
+            mentioned = _mentioning([("", record) for record in value], needles)
             for index, record in enumerate(value):
-                if _mentions("", record, needles):
+                if mentioned[index]:
                     view[name].append(record)
                 else:
                     view[name].append(_stub(record))

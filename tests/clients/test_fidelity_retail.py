@@ -131,9 +131,7 @@ def test_a_gift_card_pays_an_exchange_up_to_its_balance() -> None:
 
 
 @pytest.mark.slow
-async def test_a_faithful_simulator_of_the_retail_world_agrees_but_where_the_state_slice_hides_records(
-    tmp_path: Path,
-) -> None:
+async def test_a_faithful_simulator_of_the_retail_world_agrees_on_every_call(tmp_path: Path) -> None:
     table, report = await fidelity(tmp_path, simulator, "faithful")
     calls = report["calls"]
     assert [c["real_error"] for c in calls] == [i in (8, 9) for i in range(len(CALLS))]
@@ -142,23 +140,23 @@ async def test_a_faithful_simulator_of_the_retail_world_agrees_but_where_the_sta
     assert calls[6]["real"] == {"order_id": "#W1001", "status": "cancelled", "refund_amount": 43.99}
     assert calls[7]["real"]["status"] == "cancelled" and calls[7]["real"] == calls[7]["simulated"]
     assert all(c["schema_valid"] in (True, None) for c in calls)
-    # the item exchange: the real server exchanges the T-shirt; the slice hides product P100's variants
+    # the item exchange names item ids kept only in a product's `variants` and a payment method kept only in the
+    # user's `payment_methods`: the state slice shows both records whole (it once cut them to stubs, and the
+    # simulator could only answer variant_unavailable)
     exchange = calls[12]
     assert exchange["real"]["price_difference"] == 0.0 and exchange["real"]["items"][0]["item_id"] == "I1002"
-    assert exchange["sim_error"] and exchange["sim_code"] == "variant_unavailable" and not exchange["outcome_agrees"]
-    assert [c["outcome_agrees"] for c in calls] == [True] * 12 + [False]
-    assert [c["values"] for c in calls[:12] if not c["real_error"]] == [1.0] * 10  # every answer equal
+    assert exchange["simulated"] == exchange["real"]
+    assert all(c["outcome_agrees"] for c in calls)
+    assert [c["values"] for c in calls if not c["real_error"]] == [1.0] * 11  # every answer equal
     tools = report["tools"]
     assert tools["get_order_details"] == {
         "calls": 3, "outcome": 1.0, "schema_valid": 1.0, "structure": 1.0, "values": 1.0, "agreement": 1.0,
     }  # fmt: skip
-    assert tools["modify_pending_order_items"]["outcome"] == 0.0
-    others = [t for name, t in tools.items() if name != "modify_pending_order_items"]
-    assert len(others) == 8 and all(t["outcome"] == t["agreement"] == 1.0 for t in others)
-    assert report["agreement"] == pytest.approx(12 / 13)
+    assert len(tools) == 9 and all(t["outcome"] == t["agreement"] == 1.0 for t in tools.values())
+    assert report["agreement"] == 1.0
     assert report["repeated_read"] == {"consistent": 1, "checked": 1}
     assert report["read_after_write"] == {"consistent": 1, "checked": 1}
-    assert f"agreement {12 / 13:.2f} over 13 calls" in table.splitlines()
+    assert "agreement 1.00 over 13 calls" in table.splitlines()
 
 
 @pytest.mark.slow

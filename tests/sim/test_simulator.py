@@ -11,6 +11,7 @@ from simia.sim.backends import CompletionRequest, FunctionBackend, RetryPolicy, 
 from simia.sim.cache import MemoryCache, SqliteCache
 from simia.sim.prompts import PastCall
 from simia.sim.simulator import Simulator, ToolCall
+from simia.sim.state import needles_of, slice_state
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -185,6 +186,23 @@ def test_a_large_state_is_sliced_to_the_records_the_call_touches(mock: World) ->
     assert shown["item0042"] == {"qty": 42, "unit": "pieces"}  # the record the call names, whole
     assert shown["..."] == f"{2000 - len(shown) + 1} other record(s) not shown; they exist unchanged"
     assert len(user) < mock.simulator.max_state_chars + 500
+
+
+def test_a_slice_shows_records_an_id_deep_inside_names_but_not_those_a_shared_value_does() -> None:
+    """Found by `simia fidelity` against a real retail server: an exchange names an item id kept only in a
+    product's `variants` and a payment method kept only in a user's `payment_methods`; both records must be
+    shown whole. A value most records share (a country) singles none out."""
+    filler = "x" * 300
+    products = {f"P{i}": {"name": f"p{i}", "variants": {f"I{i}{j}": {"price": j} for j in range(3)}, "d": filler}
+                for i in range(10)}  # fmt: skip
+    users = {f"u{i}": {"address": {"country": "USA"}, "payment_methods": {f"card_{i}": {"kind": "card"}}, "d": filler}
+             for i in range(10)}  # fmt: skip
+    view, sliced = slice_state(
+        {"products": products, "users": users}, needles_of([{"item": "I41", "pay": "card_7", "to": "USA"}]), 6000
+    )
+    assert sliced and view["products"]["P4"] == products["P4"] and view["users"]["u7"] == users["u7"]
+    shown_whole = [k for collection in view.values() for k, v in collection.items() if isinstance(v, dict) and "d" in v]
+    assert shown_whole == ["P4", "u7"]  # "USA", in every user's address, shows none of the others whole
 
 
 async def test_a_seeded_call_is_cached_and_replays_without_the_model(mock: World) -> None:
