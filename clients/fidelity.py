@@ -144,7 +144,7 @@ class FidelityReport:
             "stopped": self.stopped or None,
             "grades": self.grades() if self.graded else None,
             "tools": self.per_tool(),
-            "calls": [asdict(c) for c in self.calls],
+            "calls": [{**asdict(c), "agreement": c.agreement} for c in self.calls],
         }
 
     def render(self) -> str:
