@@ -53,6 +53,7 @@ from .sqlite_store import (
     _episode_from_row,
     _event_from_row,
     consistency_report,
+    list_sql,
 )
 from .state import apply_patch
 from .verdict import Verdict
@@ -396,17 +397,8 @@ class PgStore:
         since: float | None = None,
         limit: int = 1000,
     ) -> list[EpisodeRecord]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        for column, value in (("world", world), ("status", status), ("principal", principal), ("task", task)):
-            if value is not None:
-                clauses.append(f"{column} = %s")
-                params.append(value)
-        if since is not None:
-            clauses.append("created_at >= %s")
-            params.append(since)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        rows = await self._rows(f"SELECT * FROM episodes {where} ORDER BY created_at LIMIT %s", [*params, limit])
+        sql, params = list_sql(world=world, status=status, principal=principal, task=task, since=since, ph="%s")
+        rows = await self._rows(sql, [*params, limit])
         return [_episode_from_row(r) for r in rows]  # type: ignore[arg-type]
 
     async def query_episodes(self, query: EpisodeQuery) -> EpisodePage:

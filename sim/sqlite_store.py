@@ -153,6 +153,30 @@ def _advance_sql(*, with_state: bool, expected: bool) -> str:
     return sql.replace("WHERE id = ?", "WHERE id = ? AND seq = ? AND status = 'active'") if expected else sql
 
 
+def list_sql(
+    *,
+    world: str | None,
+    status: str | None,
+    principal: str | None,
+    task: str | None,
+    since: float | None,
+    ph: str = "?",
+) -> tuple[str, list[Any]]:
+    """`Store.list_episodes`'s statement and parameters (the limit is the statement's last parameter, not
+    among them); `ph` is the engine's placeholder."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, value in (("world", world), ("status", status), ("principal", principal), ("task", task)):
+        if value is not None:
+            clauses.append(f"{column} = {ph}")
+            params.append(value)
+    if since is not None:
+        clauses.append(f"created_at >= {ph}")
+        params.append(since)
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    return f"SELECT * FROM episodes {where} ORDER BY created_at LIMIT {ph}", params
+
+
 CONSISTENCY_SQL = (
     "SELECT e.id FROM episodes e LEFT JOIN (SELECT episode_id, COUNT(*) AS n, MAX(seq) AS top FROM events "
     "GROUP BY episode_id) v ON v.episode_id = e.id "
@@ -318,17 +342,7 @@ class SqliteStore:
         since: float | None = None,
         limit: int = 1000,
     ) -> list[EpisodeRecord]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        for column, value in (("world", world), ("status", status), ("principal", principal), ("task", task)):
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        if since is not None:
-            clauses.append("created_at >= ?")
-            params.append(since)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        sql = f"SELECT * FROM episodes {where} ORDER BY created_at LIMIT ?"
+        sql, params = list_sql(world=world, status=status, principal=principal, task=task, since=since)
 
         def run(conn: sqlite3.Connection) -> list[EpisodeRecord]:
             return [_episode_from_row(r) for r in conn.execute(sql, [*params, limit]).fetchall()]
