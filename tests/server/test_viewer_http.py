@@ -118,3 +118,31 @@ async def test_the_read_only_viewer_shows_every_principals_episodes_and_worlds_k
     assert "files are not loaded here" in world and "restock_milk" in world
     assert health == {"status": "ok", "worlds": 0}
     assert api.status_code == 404  # the viewer alone: no API, no MCP, nothing that writes
+
+
+async def test_the_read_only_viewer_reads_a_postgres_database_and_cannot_write_to_it(
+    serve_on: Any, pg_url: str
+) -> None:
+    """`simia view --db postgresql://...`: episodes a server wrote to Postgres, a step's diff, and a store whose
+    every transaction is read-only."""
+    async with (
+        serve_on(pg_url)(SETTINGS) as server,
+        httpx.AsyncClient(base_url=server.url, headers=ALICE) as http,
+    ):
+        episode = (await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"})).json()
+        async with Client(streamable_http_client(episode["mcp_url"], http_client=http)) as client:
+            assert not (await client.call_tool("set_quantity", {"name": "milk", "qty": 4})).is_error
+    store = open_store(pg_url, read_only=True)
+    try:
+        async with (
+            serving(viewer_app(store, {}, ServerSettings())) as port,
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http,
+        ):
+            runs = (await http.get("/ui")).text
+            step = (await http.get(f"/ui/episodes/{episode['id']}?step=1")).text
+        assert episode["id"][:14] in runs and "1–1 of 1" in runs
+        assert "/items/milk/qty" in step
+        with pytest.raises(Exception, match="read-only transaction"):
+            await store.set_status(episode["id"], "ended")
+    finally:
+        await store.close()
