@@ -29,7 +29,7 @@ def timeline_rows(episode_id: str, events: Sequence[EventRecord], selected: int 
     rows = []
     for e in events:
         tokens = int(e.usage.get("prompt_tokens", 0)) + int(e.usage.get("completion_tokens", 0))
-        origin = f'<span class="injected">injected: {h(e.injected)}</span>' if e.injected else "simulated"
+        origin = f'<span class="injected">injected: {h(e.injected)}</span>' if e.injected else h(e.source)
         mark = ' aria-current="step" class="selected"' if e.seq == selected else ""
         rows.append(
             f'<tr id="step-{e.seq}" data-step="{e.seq}"{mark}>'
@@ -144,6 +144,8 @@ def _detail(ep: EpisodeRecord, e: EventRecord, before: dict[str, Any], after: di
     facts = [f"{_outcome(e)}", f"{e.latency_ms:.0f} ms", f"model {h(e.model or '–')}", timestamp(e.created_at)]
     if e.injected:
         facts.append(f"injected fault: {h(e.injected)}")
+    if e.source != "simulated":
+        facts.append(f"answered by the {h(e.source)} server")
     if e.detail:
         facts.append(f"detail: {h(e.detail)}")
     return f"""<section id="detail" tabindex="-1"><h2>Step {e.seq}: <span class="mono">{h(e.tool)}</span></h2>

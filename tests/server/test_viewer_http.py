@@ -3,6 +3,7 @@ parameters, the live feed, and assets that need no token."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 from simia.server.app import viewer_app
 from simia.server.inprocess import serving
 from simia.server.settings import ServerSettings
-from simia.sim.store import open_store
+from simia.sim.store import EpisodeRecord, EventRecord, open_store
 from starlette.routing import Route
 
 ALICE = {"authorization": "Bearer alice-secret"}
@@ -146,3 +147,22 @@ async def test_the_read_only_viewer_reads_a_postgres_database_and_cannot_write_t
             await store.set_status(episode["id"], "ended")
     finally:
         await store.close()
+
+
+async def test_a_call_answered_by_the_real_server_says_so_in_the_timeline(tmp_path: Path) -> None:
+    state = {"items": {}}
+    store = open_store(tmp_path / "simia.db")
+    episode = EpisodeRecord(id="ep_real", world="mock", world_hash="h", initial_state=state, state=state)
+    await store.create_episode(episode)
+    for source in ("real", "simulated"):
+        call = EventRecord(tool="get_item", arguments={"name": "milk"}, output={"qty": 1}, text="ok", is_error=False)
+        await store.commit_event("ep_real", replace(call, source=source), None)
+    async with (
+        serving(viewer_app(store, {}, ServerSettings())) as port,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http,
+    ):
+        page = (await http.get("/ui/episodes/ep_real?step=1")).text
+    await store.close()
+    rows = page.split('<tr id="step-')[1:]
+    assert "<td>real</td>" in rows[0] and "<td>simulated</td>" in rows[1], rows
+    assert "answered by the real server" in page
