@@ -49,11 +49,13 @@ from .sqlite_store import (
     _JSON_EPISODE,
     CONSISTENCY_SQL,
     INDEX_SQL,
+    SET_STATUS_SQL,
     SNAPSHOT_EVERY,
     _episode_from_row,
     _event_from_row,
     consistency_report,
     list_sql,
+    set_status_params,
 )
 from .state import apply_patch
 from .verdict import Verdict
@@ -147,6 +149,7 @@ def _pg(sql: str) -> str:
 
 
 _INSERT_EPISODE_PG = _pg(_INSERT_EPISODE)
+_SET_STATUS_PG = _pg(SET_STATUS_SQL)
 _EVENT_SELECT = f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = %s"
 
 
@@ -452,28 +455,9 @@ class PgStore:
         transcript: list[dict[str, Any]] | None = None,
         tokens: dict[str, Any] | None = None,
     ) -> None:
-        now = time.time()
+        params = set_status_params(episode_id, status, reason, verdict, transcript, tokens)
         async with self._conn() as conn:
-            await conn.execute(
-                "UPDATE episodes SET status = %s, status_reason = COALESCE(%s, status_reason), "
-                "verdict = COALESCE(%s, verdict), reward = CASE WHEN %s THEN %s ELSE reward END, "
-                "transcript = COALESCE(%s, transcript), "
-                "tokens = COALESCE(%s, tokens), updated_at = %s, "
-                "ended_at = CASE WHEN %s = 'active' THEN NULL ELSE COALESCE(ended_at, %s) END WHERE id = %s",
-                (
-                    status,
-                    reason,
-                    compact_json(verdict.as_json()) if verdict is not None else None,
-                    verdict is not None,
-                    verdict.reward if verdict is not None else None,
-                    compact_json(transcript) if transcript is not None else None,
-                    compact_json(tokens) if tokens is not None else None,
-                    now,
-                    status,
-                    now,
-                    episode_id,
-                ),
-            )
+            await conn.execute(_SET_STATUS_PG, params)
 
     async def abandon_idle(self, idle_seconds: float) -> list[str]:
         """Mark active episodes idle for longer than `idle_seconds` as abandoned, in one statement: replicas

@@ -177,6 +177,40 @@ def list_sql(
     return f"SELECT * FROM episodes {where} ORDER BY created_at LIMIT {ph}", params
 
 
+SET_STATUS_SQL = (
+    "UPDATE episodes SET status = ?, status_reason = COALESCE(?, status_reason), "
+    "verdict = COALESCE(?, verdict), reward = CASE WHEN ? THEN ? ELSE reward END, "
+    "transcript = COALESCE(?, transcript), tokens = COALESCE(?, tokens), updated_at = ?, "
+    "ended_at = CASE WHEN ? = 'active' THEN NULL ELSE COALESCE(ended_at, ?) END WHERE id = ?"
+)
+"""`Store.set_status`'s statement (parameters: `set_status_params`): fields given as None stay as they are."""
+
+
+def set_status_params(
+    episode_id: str,
+    status: str,
+    reason: str | None,
+    verdict: Verdict | None,
+    transcript: list[dict[str, Any]] | None,
+    tokens: dict[str, Any] | None,
+) -> tuple[Any, ...]:
+    """The parameters of `SET_STATUS_SQL`, `updated_at` (and a first `ended_at`) now."""
+    now = time.time()
+    return (
+        status,
+        reason,
+        compact_json(verdict.as_json()) if verdict is not None else None,
+        verdict is not None,
+        verdict.reward if verdict is not None else None,
+        compact_json(transcript) if transcript is not None else None,
+        compact_json(tokens) if tokens is not None else None,
+        now,
+        status,
+        now,
+        episode_id,
+    )
+
+
 CONSISTENCY_SQL = (
     "SELECT e.id FROM episodes e LEFT JOIN (SELECT episode_id, COUNT(*) AS n, MAX(seq) AS top FROM events "
     "GROUP BY episode_id) v ON v.episode_id = e.id "
@@ -399,29 +433,10 @@ class SqliteStore:
         transcript: list[dict[str, Any]] | None = None,
         tokens: dict[str, Any] | None = None,
     ) -> None:
-        now = time.time()
+        params = set_status_params(episode_id, status, reason, verdict, transcript, tokens)
 
         def run(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "UPDATE episodes SET status = ?, status_reason = COALESCE(?, status_reason), "
-                "verdict = COALESCE(?, verdict), reward = CASE WHEN ? THEN ? ELSE reward END, "
-                "transcript = COALESCE(?, transcript), "
-                "tokens = COALESCE(?, tokens), updated_at = ?, "
-                "ended_at = CASE WHEN ? = 'active' THEN NULL ELSE COALESCE(ended_at, ?) END WHERE id = ?",
-                (
-                    status,
-                    reason,
-                    compact_json(verdict.as_json()) if verdict is not None else None,
-                    verdict is not None,
-                    verdict.reward if verdict is not None else None,
-                    compact_json(transcript) if transcript is not None else None,
-                    compact_json(tokens) if tokens is not None else None,
-                    now,
-                    status,
-                    now,
-                    episode_id,
-                ),
-            )
+            conn.execute(SET_STATUS_SQL, params)
 
         await self._db.run(run)
 
