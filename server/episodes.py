@@ -32,7 +32,7 @@ from itertools import islice
 from typing import Any
 
 from pydantic_core import to_json
-from simia.sim.errors import StoreConflict
+from simia.sim.errors import StateError, StoreConflict
 from simia.sim.judge import EpisodeView, Judge
 from simia.sim.perturbation import PRE_CALL, Perturbation, applicable, choose_fault, injected_error, perturb_output
 from simia.sim.prompts import PastCall
@@ -53,6 +53,9 @@ log = logging.getLogger("simia.calls")
 RETRY_WINDOW = 16
 """How many of an episode's latest events a retried request is matched against."""
 CONFLICT_RETRIES = 8
+CATCH_UP_EVENTS = 16
+"""A replica's cached episode at most this many events behind the database takes them and applies their
+patches; further behind, it reads the episode again."""
 """How many times a call is run again after another replica committed a call of its episode first."""
 
 
@@ -215,12 +218,11 @@ class EpisodeService:
         return entry
 
     async def _load(self, episode_id: str, entry: _Live) -> EpisodeRecord | None:
-        """The cached record (loading it, its window and its latest events on first use, and again when another
-        replica committed since: `Store.shared`); call under the lock."""
-        if entry.record is not None and self.store.shared:
-            committed = await self.store.committed_position(episode_id)
-            if committed != (entry.record.seq, entry.record.status):
-                entry.record = None  # another replica moved it on: simulate on what it committed, not twice
+        """The cached record (loading it, its window and its latest events on first use); with a `Store.shared`
+        database, first brought up to what other replicas committed since, so that a call is simulated on
+        what they committed and not twice. Call under the lock."""
+        if entry.record is not None and self.store.shared and not await self._caught_up(episode_id, entry):
+            entry.record = None
         if entry.record is None:
             record = await self.store.get_episode(episode_id)
             if record is None:
@@ -229,6 +231,24 @@ class EpisodeService:
             entry.recent.extend(await self.store.recent_events(episode_id, self._keep))
             entry.record = record
         return entry.record
+
+    async def _caught_up(self, episode_id: str, entry: _Live) -> bool:
+        """Apply to the cached record the events other replicas committed after it (one read, `Store.progress`);
+        False when it cannot be caught up that way (ended, gone, too far behind): read it again whole."""
+        record = entry.record
+        assert record is not None
+        progress = await self.store.progress(episode_id, record.seq, CATCH_UP_EVENTS)
+        if progress is None or progress.status != record.status or progress.seq != record.seq + len(progress.events):
+            return False
+        try:
+            for event in progress.events:
+                new_state = apply_patch(record.state, event.state_patch, None) if event.state_patch else None
+                self._applied(entry, record, event, new_state)
+        except StateError:  # cannot happen for patches that were committed; reading again is always right
+            return False
+        if progress.events:
+            self.metrics.caught_up += 1
+        return True
 
     async def _check_capacity(self) -> None:
         live = await self.store.count_live()

@@ -36,6 +36,7 @@ class Metrics:
         self.cost_usd = 0.0
         self.live = 0
         self.conflicts = 0  # calls run again because another process committed a call of their episode first
+        self.caught_up = 0  # calls whose cached episode first took the events another process committed
         self.backend_failures: Counter[str] = Counter()  # the simulator backend's failed attempts, by kind
         self.registry = CollectorRegistry()
         self.registry.register(_Collector(self))
@@ -111,6 +112,11 @@ class _Collector(Collector):
             "simia_episode_conflicts",
             "Calls run again because another replica committed a call of their episode first",
             value=m.conflicts,
+        )
+        yield CounterMetricFamily(
+            "simia_episode_catch_ups",
+            "Calls whose cached episode first took the events another replica committed since",
+            value=m.caught_up,
         )
         created = CounterMetricFamily("simia_episodes_created", "Episodes created", labels=["world"])
         for world, count in sorted(m.episodes.items()):

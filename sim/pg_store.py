@@ -41,7 +41,7 @@ from .episode_query import (
 )
 from .errors import StoreConfigError, StoreConflict, StoreSchemaError, StoreUnavailable
 from .migrations import SCHEMA_VERSION, not_simia, schema_steps
-from .records import EpisodeRecord, EventRecord
+from .records import EpisodeRecord, EventRecord, Progress
 from .sqlite_store import (
     _EPISODE_COLUMNS,
     _EVENT_COLUMNS,
@@ -49,12 +49,14 @@ from .sqlite_store import (
     _JSON_EPISODE,
     CONSISTENCY_SQL,
     INDEX_SQL,
+    PROGRESS_SQL,
     SET_STATUS_SQL,
     SNAPSHOT_EVERY,
     _episode_from_row,
     _event_from_row,
     consistency_report,
     list_sql,
+    progress_from_rows,
     set_status_params,
 )
 from .state import apply_patch
@@ -150,6 +152,7 @@ def _pg(sql: str) -> str:
 
 _INSERT_EPISODE_PG = _pg(_INSERT_EPISODE)
 _SET_STATUS_PG = _pg(SET_STATUS_SQL)
+_PROGRESS_PG = _pg(PROGRESS_SQL)
 _EVENT_SELECT = f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = %s"
 
 
@@ -437,9 +440,9 @@ class PgStore:
                 TaskStats(w, t, int(n), int(judged), int(passed)) for w, t, n, judged, passed in await cursor.fetchall()
             ]
 
-    async def committed_position(self, episode_id: str) -> tuple[int, str] | None:
-        rows = await self._rows("SELECT seq, status FROM episodes WHERE id = %s", (episode_id,))
-        return (int(rows[0]["seq"]), str(rows[0]["status"])) if rows else None
+    async def progress(self, episode_id: str, after: int, limit: int) -> Progress | None:
+        rows = await self._rows(_PROGRESS_PG, (after, after + limit, episode_id))
+        return progress_from_rows(rows)  # type: ignore[arg-type]  # a dict row reads alike
 
     async def count_live(self) -> int:
         rows = await self._rows("SELECT COUNT(*) AS n FROM episodes WHERE status = 'active'")

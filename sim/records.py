@@ -14,7 +14,7 @@ from typing import Any
 from .prompts import PastCall
 from .verdict import Verdict
 
-__all__ = ["BUDGET_CODES", "EpisodeRecord", "EventRecord"]
+__all__ = ["BUDGET_CODES", "EpisodeRecord", "EventRecord", "Progress"]
 
 BUDGET_CODES = frozenset({"budget_calls", "budget_tokens"})
 """The error codes of a call an episode's budget refused: such a call never ran, so it is not a call."""
@@ -153,3 +153,15 @@ class EventRecord:
             "injected": self.injected,
             "source": self.source,
         }
+
+
+@dataclass
+class Progress:
+    """Where an episode's committed log stands (`Store.progress`), with the events a copy at an earlier `seq`
+    lacks: a replica catches its cached copy up by applying them instead of reading the whole episode again."""
+
+    seq: int
+    status: str
+    events: list[EventRecord]
+    """The events after the asked `seq`, oldest first, at most the asked number (all of them when
+    `seq - asked <= len(events)`)."""

@@ -11,7 +11,7 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from .episode_query import (
 )
 from .errors import StoreConflict, StoreSchemaError
 from .migrations import SCHEMA_VERSION, schema_steps
-from .records import EpisodeRecord, EventRecord
+from .records import EpisodeRecord, EventRecord, Progress
 from .state import apply_patch
 from .verdict import Verdict
 from .world import compact_json
@@ -241,6 +241,23 @@ def _event_from_row(row: sqlite3.Row) -> EventRecord:
     return EventRecord(**values)
 
 
+PROGRESS_SQL = (
+    f"SELECT ep.seq AS at_seq, ep.status AS at_status, {', '.join(f'ev.{c}' for c in _EVENT_COLUMNS)} "
+    "FROM episodes ep LEFT JOIN events ev ON ev.episode_id = ep.id AND ev.seq > ? AND ev.seq <= ? "
+    "WHERE ep.id = ? ORDER BY ev.seq"
+)
+"""`Store.progress` in one statement (parameters: after, after + limit, the episode id): one row per event
+after `after`, or one row with no event when there is none; no row when there is no such episode."""
+
+
+def progress_from_rows(rows: Sequence[sqlite3.Row]) -> Progress | None:
+    """The `Progress` that `PROGRESS_SQL`'s rows describe."""
+    if not rows:
+        return None
+    events = [_event_from_row(r) for r in rows if r["seq"] is not None]
+    return Progress(int(rows[0]["at_seq"]), str(rows[0]["at_status"]), events)
+
+
 def _from_unversioned(conn: sqlite3.Connection) -> None:
     """Migration 0 -> 1: a file written before schema versions were kept gets the tables and columns it lacks."""
     conn.executescript(SCHEMA_SQL)
@@ -410,12 +427,11 @@ class SqliteStore:
 
         return await self._db.run(run)
 
-    async def committed_position(self, episode_id: str) -> tuple[int, str] | None:
-        def run(conn: sqlite3.Connection) -> tuple[int, str] | None:
-            row = conn.execute("SELECT seq, status FROM episodes WHERE id = ?", (episode_id,)).fetchone()
-            return None if row is None else (int(row[0]), str(row[1]))
+    async def progress(self, episode_id: str, after: int, limit: int) -> Progress | None:
+        def run(conn: sqlite3.Connection) -> Progress | None:
+            return progress_from_rows(conn.execute(PROGRESS_SQL, (after, after + limit, episode_id)).fetchall())
 
-        return await self._db.run(run)
+        return await self._db.run(run, point=True)
 
     async def count_live(self) -> int:
         def run(conn: sqlite3.Connection) -> int:

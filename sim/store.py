@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from .episode_query import EpisodePage, EpisodeQuery, TaskStats
 from .errors import StoreConfigError
 from .pg_store import PgStore, is_postgres_url
-from .records import EpisodeRecord, EventRecord
+from .records import EpisodeRecord, EventRecord, Progress
 from .sqlite_store import SqliteStore
 from .verdict import Verdict
 
@@ -43,7 +43,7 @@ class Store(Protocol):
 
     shared: bool
     """Whether other processes may write this database (Postgres replicas): a server then checks its cached
-    copy of an episode against `committed_position` before each call."""
+    copy of an episode against `progress` before each call."""
 
     async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
         """Insert a new episode (its id must be new) and return it, committed."""
@@ -79,8 +79,9 @@ class Store(Protocol):
         """Per-(world, task) episode, judged and passed counts (`episode_query.task_stats_sql`)."""
         ...
 
-    async def committed_position(self, episode_id: str) -> tuple[int, str] | None:
-        """The episode's committed `seq` and status (one cheap read), or None when there is no such episode."""
+    async def progress(self, episode_id: str, after: int, limit: int) -> Progress | None:
+        """The episode's committed `seq` and status and its events after seq `after` (at most `limit`, oldest
+        first), in one read; None when there is no such episode."""
         ...
 
     async def count_live(self) -> int:

@@ -205,27 +205,7 @@ class FakeProvider:
         if reply.status != 200:
             error = {"error": {"message": json.dumps(reply.answer), "type": "fake_error"}}
             return JSONResponse(error, status_code=reply.status, headers=reply.headers)
-        content = json.dumps(reply.answer)
-        message: dict[str, Any] = {"role": "assistant", "content": content}
-        if body.get("tools") and isinstance(reply.answer, dict) and "tool_calls" in reply.answer:  # native tool calls
-            calls = [
-                {
-                    "id": c.get("id") or f"call_{len(self.requests)}_{i}",
-                    "type": "function",
-                    "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
-                }
-                for i, c in enumerate(reply.answer["tool_calls"])
-            ]
-            message = {"role": "assistant", "content": reply.answer.get("message") or None, "tool_calls": calls or None}
-        answer = {
-            "id": f"chatcmpl-{len(self.requests)}",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body.get("model", "fake"),
-            "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": len(content) // 4, "total_tokens": 0},
-        }
-        return self._deliver(fault, answer, reply.headers)
+        return self._deliver(fault, chat_completion(body, reply.answer, len(self.requests)), reply.headers)
 
     async def _anthropic(self, request: Request) -> Response:
         scripted = bool(self.queue)
@@ -306,6 +286,84 @@ class FakeProvider:
             yield self
 
 
+def chat_completion(body: dict[str, Any], answer: Any, n: int) -> dict[str, Any]:
+    """The OpenAI chat completion that carries `answer` (as JSON content, or as native tool calls when the
+    request has `tools` and the answer `tool_calls`), for the `n`th request whose body was `body`."""
+    content = json.dumps(answer)
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if body.get("tools") and isinstance(answer, dict) and "tool_calls" in answer:  # native tool calls
+        calls = [
+            {
+                "id": c.get("id") or f"call_{n}_{i}",
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+            }
+            for i, c in enumerate(answer["tool_calls"])
+        ]
+        message = {"role": "assistant", "content": answer.get("message") or None, "tool_calls": calls or None}
+    return {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "fake"),
+        "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": len(content) // 4, "total_tokens": 0},
+    }
+
+
+class _LeanCompletions(asyncio.Protocol):
+    """Chat completions on keep-alive HTTP/1.1 connections with no framework, for load benchmarks: the
+    Starlette app costs the machine more CPU per answer than a simia replica spends on the call, and on a
+    shared machine the benchmark would then measure its own provider. Any POST gets a completion of
+    `answer(body)` after `latency` seconds (timers, not tasks); any other method a 404."""
+
+    def __init__(self, answer: Callable[[dict[str, Any]], Any], latency: float) -> None:
+        self._answer = answer
+        self._latency = latency
+        self._buffer = b""
+        self._served = 0
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        while (end := self._buffer.find(b"\r\n\r\n")) >= 0:
+            head = self._buffer[:end].decode("latin-1").split("\r\n")
+            length = next(
+                (int(line.partition(":")[2]) for line in head[1:] if line.lower().startswith("content-length:")), 0
+            )
+            if len(self._buffer) < end + 4 + length:
+                return  # the rest of the body is on its way
+            body, self._buffer = self._buffer[end + 4 : end + 4 + length], self._buffer[end + 4 + length :]
+            if not head[0].startswith("POST "):
+                self._send(404, b'{"error": {"message": "POST chat completions here"}}')
+                continue
+            request = json.loads(body)
+            self._served += 1
+            data = json.dumps(chat_completion(request, self._answer(request), self._served)).encode()
+            asyncio.get_running_loop().call_later(self._latency, self._send, 200, data)
+
+    def _send(self, status: int, data: bytes) -> None:
+        if self._transport is not None:
+            head = f"HTTP/1.1 {status} {'OK' if status == 200 else 'Not Found'}\r\ncontent-type: application/json"
+            self._transport.write(f"{head}\r\ncontent-length: {len(data)}\r\n\r\n".encode() + data)
+
+
+async def serve_lean(port: int, answer: Callable[[dict[str, Any]], Any], latency: float = 0.0) -> None:
+    """Serve chat completions of `answer` on 127.0.0.1:`port` until cancelled (`_LeanCompletions`)."""
+    server = await asyncio.get_running_loop().create_server(
+        lambda: _LeanCompletions(answer, latency), "127.0.0.1", port, backlog=4096
+    )
+    async with server:
+        await server.serve_forever()
+
+
 async def _trickle(data: bytes, seconds: float, pieces: int = 10) -> AsyncIterator[bytes]:
     size = max(1, len(data) // pieces)
     for start in range(0, len(data), size):
@@ -314,8 +372,8 @@ async def _trickle(data: bytes, seconds: float, pieces: int = 10) -> AsyncIterat
 
 
 def main() -> None:
-    """`python -m simia.testing.fake_provider --port P [--latency S] [--answer mock] [--chaos RATE]`: serve until
-    killed."""
+    """`python -m simia.testing.fake_provider --port P [--latency S] [--answer mock|ok] [--chaos RATE] [--lean]`:
+    serve until killed."""
     parser = argparse.ArgumentParser(description="A fake OpenAI/Anthropic provider for tests and benchmarks.")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds every reply waits")
@@ -327,10 +385,18 @@ def main() -> None:
     )
     parser.add_argument("--chaos", type=float, default=0.0, metavar="RATE", help="share of answers that are faults")
     parser.add_argument("--chaos-seed", type=int, default=0, help="seeds the faults' draw")
+    parser.add_argument(
+        "--lean", action="store_true", help="chat completions only, without a framework (load benchmarks; no chaos)"
+    )
     args = parser.parse_args()
     answer: Any = None
     if args.answer == "mock":
         answer = mock_world_answer
+    if args.lean:
+        if args.chaos:
+            parser.error("--lean serves answers only: drop --chaos")
+        asyncio.run(serve_lean(args.port, answer or (lambda body: {"ok": True}), args.latency))
+        return
     chaos = Chaos(seed=args.chaos_seed, rate=args.chaos) if args.chaos else None
     provider = FakeProvider(answer, latency=args.latency, chaos=chaos)
     uvicorn.run(provider.app, host="127.0.0.1", port=args.port, log_level="warning", backlog=4096)

@@ -173,7 +173,7 @@ class Replicas:
         db: the database (a Postgres URL, or a SQLite path for a baseline); default: a new database in a
             new `PostgresCluster` (then `postgres`).
         backend: the replicas' `--backend` arguments; default: a fake OpenAI-compatible provider process
-            (`python -m simia.testing.fake_provider`, the mock world's perfect simulator) answering after
+            (`python -m simia.testing.fake_provider --lean`, the mock world's perfect simulator) answering after
             `provider_latency` seconds.
         serve_args: more `simia serve` arguments for every replica.
         sticky: pin handshake-era MCP sessions to their replica (see the module docstring).
@@ -250,6 +250,7 @@ class Replicas:
             str(port),
             "--latency",
             str(self._latency),
+            "--lean",
         ]
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return proc, f"http://127.0.0.1:{port}/v1"

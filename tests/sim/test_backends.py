@@ -1,11 +1,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import subprocess
+import sys
+from collections.abc import Iterator
 from typing import Any
 
+import httpx2 as httpx
 import pytest
+from simia.server.inprocess import free_port
 from simia.sim.backends import CompletionRequest, RetryPolicy, ScriptedBackend, ToolRequest, resolve_backend
 from simia.sim.errors import (
     BackendConfigError,
@@ -15,6 +21,7 @@ from simia.sim.errors import (
     BackendUnavailable,
 )
 from simia.testing.fake_provider import FakeProvider, FakeReply
+from simia.testing.processes import stop_process, wait_answering
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
 REQUEST = CompletionRequest(
@@ -294,3 +301,32 @@ async def test_a_400_that_is_not_a_compatible_server_refusing_tools_stays_an_err
         await backend.aclose()
     assert [body["tool_choice"] for body in fake.requests] == ["auto", "auto"]
     assert again.data["tool_calls"][0]["name"] == "set_quantity" and again.data["tool_calls"][0]["id"]
+
+
+@contextlib.contextmanager
+def lean_provider(port: int) -> Iterator[subprocess.Popen[bytes]]:
+    argv = [sys.executable, "-m", "simia.testing.fake_provider", "--port", str(port), "--answer", "ok", "--lean"]
+    proc = subprocess.Popen(argv, stderr=subprocess.DEVNULL)
+    try:
+        yield proc
+    finally:
+        stop_process(proc)
+
+
+async def test_the_lean_fake_provider_answers_a_real_backend_on_one_kept_connection() -> None:
+    port = free_port()
+    with lean_provider(port) as proc:
+        await wait_answering(f"http://127.0.0.1:{port}/v1/chat/completions", proc, what="the lean provider")
+        async with httpx.AsyncClient() as http:
+            assert (await http.get(f"http://127.0.0.1:{port}/v1/chat/completions")).status_code == 404
+        backend = resolve_backend("openai-compatible:qwen3", base_url=f"http://127.0.0.1:{port}/v1")
+        completions = await asyncio.gather(*(backend.complete(REQUEST) for _ in range(20)))
+        await backend.aclose()
+    assert [c.data for c in completions] == [{"ok": True}] * 20
+    assert completions[0].usage.prompt_tokens == 100
+
+
+def test_the_lean_fake_provider_refuses_chaos() -> None:
+    argv = [sys.executable, "-m", "simia.testing.fake_provider", "--port", "1", "--lean", "--chaos", "0.5"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--lean serves answers only: drop --chaos" in done.stderr

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from simia.sim.errors import StoreConflict
+from simia.sim.records import Progress
 from simia.sim.sqlite_store import SNAPSHOT_EVERY
 from simia.sim.store import EpisodeRecord, EventRecord, Store, open_store
 from simia.sim.verdict import Verdict
@@ -114,6 +115,23 @@ async def test_a_commit_at_a_stale_seq_or_on_an_ended_episode_writes_nothing(sto
     assert got is not None and got.seq == 2 and got.state == qty(3) and len(await store.events("a")) == 2
     with pytest.raises(LookupError):
         await store.commit_event("missing", event(1), qty(1), expected_seq=0)
+
+
+async def test_progress_gives_the_committed_position_and_the_events_after_a_seq(store: Store) -> None:
+    await store.create_episode(episode("a"))
+    assert await store.progress("a", 0, 16) == Progress(0, "active", [])
+    for n in range(1, 6):
+        await store.commit_event("a", event(n), qty(n))
+    caught = await store.progress("a", 2, 16)
+    assert caught is not None and (caught.seq, caught.status) == (5, "active")
+    assert [(e.seq, e.output) for e in caught.events] == [(n, {"name": "milk", "qty": n}) for n in (3, 4, 5)]
+    assert caught.events == (await store.events("a"))[2:]  # whole events, as `events` reads them
+    limited = await store.progress("a", 0, 2)
+    assert limited is not None and limited.seq == 5 and [e.seq for e in limited.events] == [1, 2]
+    assert await store.progress("a", 5, 16) == Progress(5, "active", [])
+    await store.set_status("a", "ended")
+    assert await store.progress("a", 5, 16) == Progress(5, "ended", [])
+    assert await store.progress("missing", 0, 16) is None
 
 
 async def test_state_at_any_step_across_snapshots(store: Store) -> None:
