@@ -14,7 +14,6 @@ with `?` made `%s`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
@@ -26,8 +25,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg.rows import dict_row, tuple_row
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from ._pg_connections import Connections
 from .episode_query import (
     TEXT_SCAN_LIMIT,
     EpisodePage,
@@ -141,6 +140,8 @@ MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = []
 """Step `v - 1` brings a Postgres database at version `v` to `v + 1`; version 1 is the first Postgres schema."""
 
 _META = "CREATE TABLE IF NOT EXISTS simia_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+CONNECTION_WAIT = 10.0
+"""Seconds an operation waits for one of the replica's connections before failing as `StoreUnavailable`."""
 _SCHEMA_LOCK = 0x5149_4D49  # the advisory lock replicas starting at once take to set up the schema one at a time
 _TABLES = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
 
@@ -225,14 +226,14 @@ class PgStore:
     """Episodes, events, snapshots and the response cache in one Postgres database (a `Store`).
 
     The schema is created, upgraded or refused (`simia.sim.migrations`) here, before the
-    constructor returns, on a connection of its own; the pool opens on first use.
+    constructor returns, on a connection of its own; the connections (`Connections`) open on first use.
 
     Args:
         url: `postgresql://USER[:PASSWORD]@HOST[:PORT]/DB` (any libpq URL; `postgres://` too).
         create: create simia's tables in an empty database (False, for readers: refuse it).
         read_only: a reader that writes nothing (the viewer): every transaction is read-only, and a database
             of an older schema is refused (upgrading it would write) with the command that upgrades it.
-        max_connections: the pool's size (one commit holds one connection for its transaction).
+        max_connections: the most connections open at once (one operation holds one while it runs).
         connect_timeout: seconds to wait for the server when connecting.
 
     Raises:
@@ -259,8 +260,7 @@ class PgStore:
         self._max = max_connections
         self._timeout = connect_timeout
         self._read_only = read_only
-        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] | None = None
-        self._opening: asyncio.Future[None] | None = None
+        self._connections = Connections(self._open_connection, max_connections, CONNECTION_WAIT)
         self._closed = False
         self._held: ContextVar[psycopg.AsyncConnection[dict[str, Any]] | None] = ContextVar("held", default=None)
         self.migrated_from: int | None = None
@@ -310,23 +310,11 @@ class PgStore:
                 (str(SCHEMA_VERSION),),
             )
 
-    async def _open(self) -> None:
-        pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = AsyncConnectionPool(
-            self._conninfo,
-            min_size=1,
-            max_size=self._max,
-            open=False,
-            timeout=10.0,  # how long an operation waits for a connection (the server down: StoreUnavailable)
-            kwargs={
-                "row_factory": dict_row,
-                "autocommit": True,
-                "connect_timeout": max(1, round(self._timeout)),
-                **({"options": "-c default_transaction_read_only=on"} if self._read_only else {}),
-            },
-            connection_class=psycopg.AsyncConnection[dict[str, Any]],
+    async def _open_connection(self) -> psycopg.AsyncConnection[dict[str, Any]]:
+        extra: dict[str, Any] = {"options": "-c default_transaction_read_only=on"} if self._read_only else {}
+        return await psycopg.AsyncConnection.connect(
+            self._conninfo, row_factory=dict_row, autocommit=True, connect_timeout=max(1, round(self._timeout)), **extra
         )
-        await pool.open()
-        self._pool = pool
 
     @asynccontextmanager
     async def hold(self, episode_id: str) -> AsyncIterator[None]:
@@ -342,7 +330,7 @@ class PgStore:
 
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[psycopg.AsyncConnection[dict[str, Any]]]:
-        """A pooled connection in autocommit mode (each operation here is one statement, or reads only rows
+        """A lent connection in autocommit mode (each operation here is one statement, or reads only rows
         that no longer change); inside `hold`, the held transaction's.
 
         Raises:
@@ -350,20 +338,25 @@ class PgStore:
         """
         if self._closed:
             raise RuntimeError("the store is closed")
+        held = self._held.get()
+        if held is not None:
+            yield held
+            return
         try:
-            held = self._held.get()
-            if held is not None:
-                yield held
-                return
-            if self._pool is None:
-                if self._opening is None:
-                    self._opening = asyncio.ensure_future(self._open())
-                await asyncio.shield(self._opening)
-            assert self._pool is not None
-            async with self._pool.connection() as conn:
-                yield conn
-        except (psycopg.OperationalError, PoolTimeout) as exc:
+            conn = await self._connections.take()
+        except TimeoutError:
+            raise StoreUnavailable(
+                f"the database at {self.where} is unavailable: none of this replica's {self._max} connections "
+                f"came free within {CONNECTION_WAIT:g} s"
+            ) from None
+        except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"the database at {self.where} is unavailable: {_one_line(exc)}") from None
+        try:
+            yield conn
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"the database at {self.where} is unavailable: {_one_line(exc)}") from None
+        finally:
+            await self._connections.give(conn)
 
     async def _rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
         async with self._conn() as conn:
@@ -374,10 +367,7 @@ class PgStore:
         if self._closed:
             return
         self._closed = True
-        if self._opening is not None:
-            await asyncio.gather(self._opening, return_exceptions=True)
-        if self._pool is not None:
-            await self._pool.close()
+        await self._connections.close()
 
     async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
         values = [

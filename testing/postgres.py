@@ -115,17 +115,23 @@ class PostgresCluster:
             self.running = False
             self._run(postgres_bin("pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
 
-    def url(self, database: str = "postgres", *, password: str | None = None) -> str:
-        """The URL of `database` in this cluster (`password`: another one, to test refusals)."""
+    def url(self, database: str = "postgres", *, password: str | None = None, local: bool = False) -> str:
+        """The URL of `database` in this cluster (`password`: another one, to test refusals).
+
+        With `local`, the URL reaches the server through its Unix socket (libpq's `host=` a folder), as clients
+        on the database's own machine do: cheaper per statement than TCP on 127.0.0.1, and trusted (no password).
+        """
+        if local:
+            return f"postgresql://{DB_USER}@/{database}?host={self.root}&port={self.port}"
         secret = self.password if password is None else password
         return f"postgresql://{DB_USER}:{secret}@127.0.0.1:{self.port}/{database}"
 
-    def create_database(self, name: str | None = None) -> str:
-        """Create an empty database (default: a new name) and return its URL."""
+    def create_database(self, name: str | None = None, *, local: bool = False) -> str:
+        """Create an empty database (default: a new name) and return its URL (`url`)."""
         name = name or f"simia_{next(self._names)}"
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
-        return self.url(name)
+        return self.url(name, local=local)
 
     def close(self) -> None:
         """Stop the server and remove its folder; idempotent."""

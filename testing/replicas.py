@@ -214,7 +214,7 @@ class Replicas:
         try:
             if not self.db:
                 self.postgres = PostgresCluster()
-                self.db = self.postgres.create_database()
+                self.db = self.postgres.create_database(local=True)  # the replicas run on the database's machine
             backend = self._backend or await self._start_provider()
             args = [
                 "--worlds-dir", str(ROOT / "tool_specs"), "--world", "mock", "--log-level", "warning",
