@@ -283,7 +283,11 @@ def _no_setup(conn: sqlite3.Connection) -> None:
     """A read-only database is opened as it is (its schema was checked to be current first)."""
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_from_unversioned]
+def _postgres_only(conn: sqlite3.Connection) -> None:
+    """Migration 1 -> 2 changed Postgres's indexes only (`simia.sim.migrations.SCHEMA_VERSION`)."""
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_from_unversioned, _postgres_only]
 """Step `v` brings a database at schema version `v` to `v + 1` (`simia.sim.migrations`); a new step
 checks what it changes, so a step that fails half-way can run again."""
 assert len(MIGRATIONS) == SCHEMA_VERSION

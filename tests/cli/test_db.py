@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from simia.sim.db_copy import TABLES
 from simia.sim.migrations import SCHEMA_VERSION
-from simia.sim.store import open_store
+from simia.sim.store import EpisodeRecord, open_store
 from simia.testing.postgres import PostgresCluster
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -92,6 +92,27 @@ def test_db_migrate_upgrades_once_then_says_it_is_current(tmp_path: Path) -> Non
     again = simia("db", "migrate", "--db", str(db))
     assert again.stdout.strip() == f"{db}: schema version {SCHEMA_VERSION}, up to date"
     assert sqlite_rows(db, previous_columns()) == previous_rows()
+
+
+async def test_db_migrate_brings_a_version_1_postgres_database_to_hot_updates(pg_url: str) -> None:
+    store = open_store(pg_url)
+    state = {"items": {"milk": {"qty": 0}}}
+    await store.create_episode(EpisodeRecord(id="e1", world="mock", world_hash="h", initial_state=state, state=state))
+    await store.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # the tables as schema version 1 left them
+        conn.execute("DROP INDEX episodes_active")
+        conn.execute("CREATE INDEX episodes_updated ON episodes (status, updated_at)")
+        conn.execute("ALTER TABLE episodes RESET (fillfactor)")
+        conn.execute("UPDATE simia_meta SET value = '1' WHERE key = 'schema_version'")
+    done = simia("db", "migrate", "--db", pg_url)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith(f": upgraded from schema version 1 to {SCHEMA_VERSION}\n")
+    with psycopg.connect(pg_url) as conn:
+        indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'episodes'")}
+        options = conn.execute("SELECT reloptions FROM pg_class WHERE relname = 'episodes'").fetchone()
+        kept = conn.execute("SELECT id, status FROM episodes").fetchall()
+    assert "episodes_active" in indexes and "episodes_updated" not in indexes
+    assert options == (["fillfactor=50"],) and kept == [("e1", "active")]
 
 
 async def test_simia_db_url_is_the_default_database(pg_url: str) -> None:

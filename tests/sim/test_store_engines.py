@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import psycopg
 import pytest
 from simia.sim.errors import StoreConflict
 from simia.sim.records import Progress
@@ -179,6 +180,31 @@ async def test_a_closed_store_refuses_work_and_reopening_keeps_everything(db_tar
     got = await again.get_episode("a")
     assert got is not None and got.seq == 1 and got.state == qty(1) and await again.get("k") == {"x": 1}
     await again.close()
+
+
+async def test_a_call_updates_its_postgres_episode_row_without_writing_an_index_entry(pg_url: str) -> None:
+    store = open_store(pg_url)
+    await store.create_episode(episode("a"))
+    for n in range(1, 31):
+        await store.commit_event("a", event(n), qty(n), expected_seq=n - 1)
+    await store.set_status("a", "ended")
+    await store.close()  # its connections end, and hand the server their statistics
+    changed = {"seq", "calls", "prompt_tokens", "completion_tokens", "cost_usd", "state", "updated_at", "snapshot_seq"}
+    with psycopg.connect(pg_url) as conn:
+        keys = conn.execute(
+            "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+            "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = 'episodes'::regclass"
+        ).fetchall()
+        predicates = conn.execute(
+            "SELECT pg_get_expr(indpred, indrelid) FROM pg_index WHERE indrelid = 'episodes'::regclass "
+            "AND indpred IS NOT NULL"
+        ).fetchall()
+        updates, hot = conn.execute(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'episodes'"
+        ).fetchone() or (0, 0)
+    assert not {k for (k,) in keys} & changed
+    assert predicates == [("(status = 'active'::text)",)]  # the status changes when an episode ends, not on a call
+    assert updates == 31 and hot >= 30, (updates, hot)  # every call's update was heap-only
 
 
 async def test_a_held_episode_makes_another_process_commit_wait_then_conflict(pg_url: str) -> None:
