@@ -276,7 +276,7 @@ def readable_db(target: str) -> None:
     wrote (an older one is upgraded), or CliError."""
     if is_postgres_url(target):
         try:
-            open_store(target, create=False)  # checks the schema; its pool opens only on first use
+            open_store(target, create=False)  # checks the schema; its connections open only on first use
         except SimiaError as exc:
             raise CliError(f"--db: {exc}") from None
         return
