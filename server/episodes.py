@@ -53,10 +53,10 @@ log = logging.getLogger("simia.calls")
 RETRY_WINDOW = 16
 """How many of an episode's latest events a retried request is matched against."""
 CONFLICT_RETRIES = 8
+"""How many times a call is run again after another replica committed a call of its episode first."""
 CATCH_UP_EVENTS = 16
 """A replica's cached episode at most this many events behind the database takes them and applies their
 patches; further behind, it reads the episode again."""
-"""How many times a call is run again after another replica committed a call of its episode first."""
 
 
 def new_episode_id() -> str:
