@@ -18,9 +18,10 @@ throughput  1,000 concurrent episodes x 5 calls at a 200 ms backend: 2 replicas 
             rounds (default 3; the median round's ratio is the figure); also prints how many calls were
             simulated again because the other replica committed first.
 
-Load comes from the lean driver (`_driver.py`, MCP 2026-07-28 requests). Postgres runs with fsync
-off and SQLite with `--synchronous NORMAL`: both keep every acknowledged commit through a killed
-server process, neither through a power loss. `--quick`: tiny sizes, figures not meaningful.
+Load comes from the lean driver (`_driver.py`, MCP 2026-07-28 requests), model answers from the lean fake
+provider (`fake_provider --lean`). Postgres runs with fsync off, reached by its Unix socket (it runs on the
+replicas' machine), and SQLite with `--synchronous NORMAL`: both keep every acknowledged commit through a
+killed server process, neither through a power loss. `--quick`: tiny sizes, figures not meaningful.
 """
 
 from __future__ import annotations
