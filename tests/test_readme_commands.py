@@ -36,6 +36,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from simia.server.inprocess import free_port
 from simia.sim.adversarial import load_cases
+from simia.sim.migrations import SCHEMA_VERSION
 from simia.testing import FakeProvider, mock_world_answer, parse_simulator_prompt
 from simia.training._config import parse_config
 from simia.training.grpo import GRPORun
@@ -704,7 +705,7 @@ async def test_two_replicas_share_one_postgres_database_as_the_readme_shows(sand
             listed = (await http.get(f"{second}/v1/episodes")).json()["episodes"]
             assert len(listed) == 4  # the 3 copied and the new one, seen from either replica
     migrated = await sandbox.run(PG_MIGRATE, replace=url)
-    assert migrated.code == 0 and migrated.out.endswith("schema version 1, up to date\n"), migrated
+    assert migrated.code == 0 and migrated.out.endswith(f"schema version {SCHEMA_VERSION}, up to date\n"), migrated
     back = await sandbox.run(PG_COPY_OUT, replace=url)
     assert back.code == 0 and "episodes 4, events 24," in back.out, back
     assert pg_url.split(":")[2].split("@")[0] not in copied.out + migrated.out + back.out  # no password shown
