@@ -64,12 +64,15 @@ from .world import compact_json
 
 __all__ = ["PG_SCHEMA", "PgStore", "is_postgres_url", "redact_url"]
 
+_FILLFACTOR = 50
+"""Percent of each `episodes` page new rows fill: the rest is room for the next versions of its rows, so that
+calls update them in place (heap-only)."""
 _ACTIVE_INDEX = "CREATE INDEX IF NOT EXISTS episodes_active ON episodes (id) WHERE status = 'active'"
 """The active episodes (the idle sweep, the live count). No index of `episodes` may hold a column a call changes
 (`seq`, the counters, `state`, `updated_at`, `snapshot_seq`): then a call's update writes no index entries."""
 
 PG_SCHEMA = [
-    """CREATE TABLE episodes (
+    f"""CREATE TABLE episodes (
     id TEXT PRIMARY KEY,
     world TEXT NOT NULL,
     world_hash TEXT NOT NULL,
@@ -97,7 +100,7 @@ PG_SCHEMA = [
     ended_at DOUBLE PRECISION,
     perturbation TEXT,
     reward INTEGER
-) WITH (fillfactor = 50)""",  # room on each page for the next versions of its rows: calls update in place (HOT)
+) WITH (fillfactor = {_FILLFACTOR})""",
     "CREATE INDEX episodes_world ON episodes (world, status)",
     _ACTIVE_INDEX,
     *[statement.strip() for statement in INDEX_SQL.split(";") if statement.strip()],
@@ -144,7 +147,7 @@ PG_SCHEMA = [
 def _hot_updates(conn: psycopg.Connection[Any]) -> None:
     """Migration 1 -> 2: the idle sweep's index on (status, updated_at) becomes a partial index of the active
     episodes, and pages keep room for new row versions, so that a call's update is a heap-only one."""
-    conn.execute("ALTER TABLE episodes SET (fillfactor = 50)")  # pages written from now on
+    conn.execute(f"ALTER TABLE episodes SET (fillfactor = {_FILLFACTOR})")  # type: ignore[arg-type]  # pages written from now on
     conn.execute("DROP INDEX IF EXISTS episodes_updated")
     conn.execute(_ACTIVE_INDEX)  # type: ignore[arg-type]  # our own constant SQL
 
@@ -358,18 +361,20 @@ class PgStore:
         try:
             conn = await self._connections.take()
         except TimeoutError:
-            raise StoreUnavailable(
-                f"the database at {self.where} is unavailable: none of this replica's {self._max} connections "
-                f"came free within {CONNECTION_WAIT:g} s"
+            raise self._unavailable(
+                f"none of this replica's {self._max} connections came free within {CONNECTION_WAIT:g} s"
             ) from None
         except psycopg.OperationalError as exc:
-            raise StoreUnavailable(f"the database at {self.where} is unavailable: {_one_line(exc)}") from None
+            raise self._unavailable(_one_line(exc)) from None
         try:
             yield conn
         except psycopg.OperationalError as exc:
-            raise StoreUnavailable(f"the database at {self.where} is unavailable: {_one_line(exc)}") from None
+            raise self._unavailable(_one_line(exc)) from None
         finally:
             await self._connections.give(conn)
+
+    def _unavailable(self, why: str) -> StoreUnavailable:
+        return StoreUnavailable(f"the database at {self.where} is unavailable: {why}")
 
     async def _rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
         async with self._conn() as conn:
