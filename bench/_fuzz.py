@@ -16,7 +16,7 @@ from typing import Any
 from simia.server import ServerSettings, build_server, free_port, serving
 from simia.sim import load_worlds
 from simia.sim.backends import CompletionRequest, FunctionBackend
-from simia.sim.store import open_store
+from simia.sim.storage import open_store
 from simia.testing import mock_world_answer
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -43,7 +43,7 @@ from _driver import Connection, call_tool
 from simia.server import ServerSettings, build_server, free_port, serving
 from simia.sim import load_worlds
 from simia.sim.backends import RetryPolicy, resolve_backend
-from simia.sim.store import open_store
+from simia.sim.storage import open_store
 from simia.testing import Chaos, FakeProvider, mock_world_answer, parse_simulator_prompt
 from simia.testing.fake_provider import ChaosReset
 

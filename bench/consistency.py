@@ -33,9 +33,8 @@ from typing import Any
 from simia.clients.fidelity import consistency, replay
 from simia.sim.backends import Backend, resolve_backend
 from simia.sim.backends.local import LocalBackend
-from simia.sim.loader import load_worlds
-from simia.sim.simulator import ToolCall
-from simia.sim.world import World
+from simia.sim.engine import ToolCall
+from simia.sim.world import World, load_worlds
 from simia.testing import FakeProvider, mock_world_answer, parse_simulator_prompt
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from simia.sim import load_world
 from simia.sim.backends.local import LocalBackend
-from simia.sim.simulator import Simulator, Step, ToolCall
+from simia.sim.engine import Simulator, Step, ToolCall
 
 ROOT = Path(__file__).resolve().parent.parent
 

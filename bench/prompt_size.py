@@ -26,8 +26,8 @@ from typing import Any
 
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend
-from simia.sim.prompts import PastCall, system_prompt
-from simia.sim.simulator import Simulator, Step, ToolCall
+from simia.sim.engine import Simulator, Step, ToolCall, system_prompt
+from simia.sim.records import PastCall
 from simia.testing.mock_world import parse_simulator_prompt
 
 ROOT = Path(__file__).resolve().parent.parent

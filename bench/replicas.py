@@ -40,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _driver import Connection, Load, call_tool, create_episodes, drive
-from simia.sim.store import open_store
+from simia.sim.storage import open_store
 from simia.testing.replicas import Replicas
 
 ARGS = {"name": "milk", "qty": 4}

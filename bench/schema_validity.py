@@ -19,7 +19,7 @@ from pathlib import Path
 
 from simia.sim import load_world
 from simia.sim.backends.local import LocalBackend
-from simia.sim.simulator import Simulator, ToolCall
+from simia.sim.engine import Simulator, ToolCall
 
 ROOT = Path(__file__).resolve().parent.parent
 CALLS = [

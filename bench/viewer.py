@@ -29,7 +29,7 @@ from pathlib import Path
 
 import httpx2 as httpx
 from simia.server.inprocess import free_port
-from simia.sim.sqlite_store import SqliteStore
+from simia.sim.storage import SqliteStore
 
 TARGET_MS = 300.0
 TASKS = ["restock_milk", "count_apples", "clear_out", "buy_eggs", "swap_items", "audit", "refill_all", "check_milk"]

@@ -1,7 +1,9 @@
 """The `simia` command line, the composition root: the only package that imports every layer.
 
 One module per command (or command group); each parses its flags, calls library functions and
-prints their results. Environment variables are read here and nowhere else. Bad input is a
+prints their results. Environment variables are read at the edges only: here (API keys, SIMIA_DB_URL)
+and in the training scripts (`python -m simia.training.sft|grpo`, and `training.models`: SIMIA_CACHE, the
+libraries' quiet settings). Bad input is a
 `CliError`: one line on stderr saying what is wrong and how to fix it, exit code 2, nothing written.
 """
 

@@ -1,6 +1,7 @@
 """What every command shares: flags declared once, worlds and backends loaded once, one error type.
 
-Environment variables are read here and nowhere else in simia. A `CliError` is a
+The CLI's environment variables (API keys, SIMIA_DB_URL) are read here; the only other readers are the
+training scripts' entry points (`simia.training.models`, `grpo.main`). A `CliError` is a
 problem with the user's input: `main` prints it as one line and exits 2, writing nothing.
 """
 
@@ -22,11 +23,9 @@ from simia.sim.backends import Backend, Price, ScriptedBackend, parse_price, res
 from simia.sim.backends.local import LocalBackend
 from simia.sim.backends.replay import ReplayBackend
 from simia.sim.errors import BackendConfigError, SimiaError
-from simia.sim.judge import Judge
-from simia.sim.loader import default_worlds_dir, load_worlds
-from simia.sim.pg_store import is_postgres_url, redact_url
-from simia.sim.store import Store, open_store
-from simia.sim.world import World
+from simia.sim.judging import Judge
+from simia.sim.storage import Store, is_postgres_url, open_store, redact_url
+from simia.sim.world import World, default_worlds_dir, load_worlds
 
 __all__ = [
     "CliError",
@@ -50,7 +49,7 @@ __all__ = [
 ]
 
 
-class CliError(Exception):
+class CliError(SimiaError):
     """Bad input on the command line: what is wrong and how to fix it, in one line."""
 
 

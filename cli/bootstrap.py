@@ -7,8 +7,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from simia.sim.bootstrap import BootstrapConfig, bootstrap
 from simia.sim.errors import WorldError
+from simia.sim.importers import BootstrapConfig, bootstrap
 
 from ._common import CliError, add_model_flags, add_worlds_dir, backend, load_world_set, positive
 

@@ -8,11 +8,8 @@ import sqlite3
 from typing import Any
 
 import psycopg
-from simia.sim.db_copy import copy_database
 from simia.sim.errors import SimiaError
-from simia.sim.migrations import SCHEMA_VERSION
-from simia.sim.pg_store import redact_url
-from simia.sim.store import Store
+from simia.sim.storage import SCHEMA_VERSION, Store, copy_database, redact_url
 
 from ._common import CliError, default_db, open_db
 

@@ -13,8 +13,7 @@ from simia.clients.agent import Agent
 from simia.clients.fidelity import FidelityReport, load_calls, run_agent_fidelity, run_fidelity
 from simia.clients.user import UserSimulator
 from simia.sim.backends import Backend
-from simia.sim.loader import load_world
-from simia.sim.world import World
+from simia.sim.world import World, load_world
 
 from ._common import CliError, add_model_flags, add_worlds_dir, backend, load_world_set, positive
 

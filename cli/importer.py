@@ -1,7 +1,7 @@
 """`simia import mcp` and `simia import openapi`: a world folder from a real MCP server or an API description.
 
 Both write world.yaml, tools.json, policy.md (and examples/ for probed calls) plus
-import_report.json, through `simia.sim.world_files.write_world`: the folder appears whole and
+import_report.json, through `simia.sim.world.files.write_world`: the folder appears whole and
 valid or not at all, and an existing one is replaced only with `--force`.
 """
 
@@ -15,11 +15,17 @@ from typing import Any
 import anyio
 from simia.clients.mcp_import import read_server
 from simia.sim.errors import ImportSourceError, WorldError, WorldExistsError
-from simia.sim.importing import ImportedWorld
-from simia.sim.loader import WORLD_NAME
-from simia.sim.mcp_listing import ProbeCall, parse_probe_calls, world_from_listing
-from simia.sim.openapi_import import MAX_SPEC_BYTES, OperationFilter, import_openapi, load_spec
-from simia.sim.world_files import check_target, write_world
+from simia.sim.importers import (
+    MAX_SPEC_BYTES,
+    ImportedWorld,
+    OperationFilter,
+    ProbeCall,
+    import_openapi,
+    load_spec,
+    parse_probe_calls,
+    world_from_listing,
+)
+from simia.sim.world import WORLD_NAME, check_target, write_world
 
 from ._common import CliError, existing_file
 

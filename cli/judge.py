@@ -8,8 +8,7 @@ import json
 import sys
 from typing import Any
 
-from simia.sim.adversarial import run_adversarial
-from simia.sim.judge import Judge, rejudge
+from simia.sim.judging import Judge, rejudge, run_adversarial
 from simia.sim.verdict import Verdict
 
 from ._common import CliError, add_model_flags, add_worlds_dir, backend, load_world_set, open_db

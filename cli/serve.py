@@ -8,7 +8,6 @@ import logging
 import socket
 import sys
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -17,10 +16,10 @@ import uvicorn
 from simia.server import ServerSettings, SimiaApp, build_server
 from simia.server.settings import parse_named_token
 from simia.server.stdio import serve_stdio
+from simia.sim import __version__
 from simia.sim.backends import Backend
-from simia.sim.judge import Judge
-from simia.sim.pg_store import redact_url
-from simia.sim.store import Store
+from simia.sim.judging import Judge
+from simia.sim.storage import Store, redact_url
 
 from ._common import (
     CliError,
@@ -42,10 +41,7 @@ log = logging.getLogger("simia.server")
 
 
 def simia_version() -> str:
-    try:
-        return version("simia")
-    except PackageNotFoundError:
-        return "dev"
+    return __version__
 
 
 def compose(args: argparse.Namespace, open_store: Callable[[argparse.Namespace], Store]) -> tuple[SimiaApp, Backend]:

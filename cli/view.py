@@ -11,7 +11,7 @@ import uvicorn
 from simia.server.app import viewer_app
 from simia.server.settings import ServerSettings
 from simia.sim.errors import SimiaError
-from simia.sim.store import open_store
+from simia.sim.storage import open_store
 
 from ._common import CliError, add_worlds_dir, load_world_set
 from .serve import _check_listen, _named_token, _port, simia_version

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from simia.sim.loader import load_worlds
+from simia.sim.world import load_worlds
 
 from ._common import add_worlds_dir, load_world_set
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import mcp_types as types
 from mcp import Client
-from simia.sim.actions import action_schema
 from simia.sim.backends import Backend, CompletionRequest, ToolRequest, Usage
+from simia.sim.backends.actions import action_schema
 from simia.sim.errors import BackendError
-from simia.sim.tool_views import openai_tool, openai_tool_call
 from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND
+from simia.sim.world import openai_tool, openai_tool_call
 
 from .prompt import agent_system_prompt
 from .user import UserSimulator

@@ -25,12 +25,11 @@ from typing import Any, TypeVar
 import mcp_types as types
 from mcp import Client
 from simia.sim.backends import Backend
-from simia.sim.prompts import PastCall
+from simia.sim.engine import Simulator, Step, ToolCall
+from simia.sim.judging import DIMENSIONS, GradeError, grade_step
+from simia.sim.records import PastCall
 from simia.sim.schema import validate_instance
-from simia.sim.simulator import Simulator, Step, ToolCall
-from simia.sim.state import apply_patch
-from simia.sim.step_grade import DIMENSIONS, GradeError, grade_step
-from simia.sim.world import Task, ToolSpec, World
+from simia.sim.world import Task, ToolSpec, World, apply_patch
 
 from .agent import Agent, EpisodeRun
 from .mcp_import import connect
@@ -371,7 +370,7 @@ async def run_fidelity(
     grader: Backend | None = None,
 ) -> FidelityReport:
     """Run `calls` on the real server (a URL or a stdio command) and on a fresh simulation of `world`;
-    with `grader`, a model grades each simulated step (`simia.sim.step_grade`).
+    with `grader`, a model grades each simulated step (`simia.sim.judging.step_grade`).
 
     A real server that dies after answering some calls gives the report of those, with `stopped` saying
     what happened.

@@ -2,7 +2,7 @@
 
 The server is reached with the MCP SDK client, over streamable HTTP (a URL, with optional
 headers) or stdio (a command it launches). What it answers becomes a
-`simia.sim.mcp_listing.ServerListing`; `simia.sim.mcp_listing.world_from_listing` turns that
+`simia.sim.importers.mcp.ServerListing`; `simia.sim.importers.mcp.world_from_listing` turns that
 into world files. Every failure is an `ImportSourceError` with one line that says what happened.
 
     listing = await read_server("http://127.0.0.1:3001/mcp", headers={"Authorization": "Bearer ..."})
@@ -24,8 +24,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from simia.sim.errors import ImportSourceError
-from simia.sim.importing import ReportEntry
-from simia.sim.mcp_listing import ProbeCall, ProbeResult, ServerListing, check_probe_calls
+from simia.sim.importers import ProbeCall, ProbeResult, ReportEntry, ServerListing, check_probe_calls
 
 __all__ = ["MAX_PAGES", "connect", "read_server"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from simia.sim.actions import action_instructions
-from simia.sim.tool_views import ToolLike
+from simia.sim.backends.actions import action_instructions
+from simia.sim.world import ToolLike
 
 __all__ = ["agent_system_prompt"]
 

@@ -30,10 +30,10 @@ from urllib.parse import quote
 
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ValidationError
+from simia.sim.engine import Simulator
 from simia.sim.errors import SimiaError, StateError, StoreUnavailable
-from simia.sim.judge import Judge
-from simia.sim.simulator import Simulator
-from simia.sim.store import Store
+from simia.sim.judging import Judge
+from simia.sim.storage import Store
 from simia.sim.wire import (
     CreateEpisode,
     EndedEpisode,
@@ -472,8 +472,8 @@ class SimiaApp:
             episode = await self.service.end(
                 request.path_params["episode_id"], request.state.principal, body.transcript, tokens
             )
-        except StoreUnavailable:
-            raise  # infrastructure: answered 503 by `_store_unavailable`
+        except (StoreUnavailable, ApiError):
+            raise  # infrastructure: answered 503 by `_store_unavailable`; an API error keeps its own status
         except SimiaError as exc:
             raise BadRequest(str(exc)) from None
         return _json(self._episode(request, episode, EndedEpisode))

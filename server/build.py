@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from simia.sim.backends import Backend
-from simia.sim.judge import Judge
-from simia.sim.simulator import Simulator
-from simia.sim.store import Store
+from simia.sim.engine import Simulator
+from simia.sim.judging import Judge
+from simia.sim.storage import Store
 from simia.sim.world import World
 
 from .app import SimiaApp

@@ -32,15 +32,14 @@ from itertools import islice
 from typing import Any
 
 from pydantic_core import to_json
+from simia.sim.engine import Simulator, Step, ToolCall, applicable, choose_fault, injected_error, perturb_output
 from simia.sim.errors import StateError, StoreConflict
-from simia.sim.judge import EpisodeView, Judge
-from simia.sim.perturbation import PRE_CALL, Perturbation, applicable, choose_fault, injected_error, perturb_output
-from simia.sim.prompts import PastCall
+from simia.sim.judging import EpisodeView, Judge
+from simia.sim.perturbation import PRE_CALL, Perturbation
+from simia.sim.records import EpisodeRecord, EventRecord, PastCall
 from simia.sim.schema import validate_instance
-from simia.sim.simulator import Simulator, Step, ToolCall
-from simia.sim.state import apply_patch
-from simia.sim.store import EpisodeRecord, EventRecord, Store
-from simia.sim.world import World
+from simia.sim.storage import Store
+from simia.sim.world import World, apply_patch
 
 from .errors import BadRequest, Conflict, NotFound, Overloaded
 from .metrics import Metrics

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from simia.sim.errors import SimiaError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -32,7 +33,9 @@ __all__ = [
 ]
 
 
-class ApiError(Exception):
+class ApiError(SimiaError):
+    """An error answer of the HTTP API: its status, a short code and a message that says how to fix it."""
+
     status = 500
     code = "internal_error"
 

@@ -23,8 +23,9 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic_core import to_json
+from simia.sim import __version__
 from simia.sim.errors import StoreUnavailable
-from simia.sim.store import EventRecord
+from simia.sim.records import EventRecord
 from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND, META_INJECTED, META_SEQ
 from simia.sim.world import World
 from starlette.applications import Starlette
@@ -146,7 +147,7 @@ class McpEndpoints:
         unique = {name: found[0] for name, found in schemas.items() if len(found) == 1}
         self.episode_server: Server[Any] = Server(
             "simia",
-            version="0.1.0",
+            version=__version__,
             instructions="Simulated tools of one simia episode.",
             on_list_tools=self._episode_list_tools,
             on_call_tool=self._episode_call_tool,
@@ -154,7 +155,7 @@ class McpEndpoints:
         )
         self.world_server: Server[Any] = Server(
             "simia-world",
-            version="0.1.0",
+            version=__version__,
             instructions="Simulated tools of a simia world; each MCP session is a new episode.",
             on_list_tools=self._world_list_tools,
             on_call_tool=self._world_call_tool,

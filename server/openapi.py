@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
+from simia.sim import __version__
 from simia.sim.wire import (
     CreateEpisode,
     EndedEpisode,
@@ -353,7 +354,9 @@ def _mcp_operation(op: Operation) -> dict[str, Any]:
     return out
 
 
-def openapi_document(*, requires_token: bool, server_url: str | None = None, version: str = "0.1.0") -> dict[str, Any]:
+def openapi_document(
+    *, requires_token: bool, server_url: str | None = None, version: str = __version__
+) -> dict[str, Any]:
     """The OpenAPI 3.1 document of a simia server.
 
     Args:

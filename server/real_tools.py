@@ -18,13 +18,14 @@ import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import get_default_environment
-from simia.sim.store import EventRecord
+from simia.sim.errors import SimiaError
+from simia.sim.records import EventRecord
 from simia.sim.world import RealServer, ToolSpec, World
 
 __all__ = ["RealServerFailed", "RealTools"]
 
 
-class RealServerFailed(Exception):
+class RealServerFailed(SimiaError):
     """The real server could not answer (unreachable, a protocol error, past its timeout): one line."""
 
 

@@ -12,6 +12,7 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
+from simia.sim import __version__
 from simia.sim.wire import META_EPISODE
 from simia.sim.world import World
 
@@ -36,7 +37,7 @@ def bound_server(service: EpisodeService, episode_id: str, world: World) -> Serv
 
     return Server(
         "simia",
-        version="0.1.0",
+        version=__version__,
         instructions=f"Simulated tools of the {world.name} world.",
         on_list_tools=list_tools,
         on_call_tool=call_tool,

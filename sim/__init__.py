@@ -3,9 +3,16 @@
 Nothing here imports `mcp`: the server translates between MCP and these types.
 """
 
+from importlib.metadata import PackageNotFoundError, version
+
 from .errors import SimiaError, WorldError, WorldIssue
-from .loader import LoadReport, default_worlds_dir, load_world, load_worlds
-from .world import Task, ToolSpec, World
+from .world.loader import LoadReport, default_worlds_dir, load_world, load_worlds
+from .world.model import Task, ToolSpec, World
+
+try:
+    __version__ = version("simia")  # pyproject.toml is the one place the version is written
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "dev"
 
 __all__ = [
     "LoadReport",
@@ -15,6 +22,7 @@ __all__ = [
     "World",
     "WorldError",
     "WorldIssue",
+    "__version__",
     "default_worlds_dir",
     "load_world",
     "load_worlds",

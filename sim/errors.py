@@ -10,13 +10,20 @@
     ├── StoreUnavailable      the database stopped answering or refused a write (down, disk full, read-only)
     ├── WorldExistsError      a world folder is already there (pass force to replace it)
     ├── ImportSourceError     an MCP server or API description that cannot become a world
+    │   ├── UnsupportedSchema     one operation's schema has no tool-schema form (the importer skips it)
+    │   └── SchemaTooLarge        one operation's schema is too large once its $refs are inlined (skipped)
+    ├── GradeError            the step grader failed or did not answer with a grade (`simia fidelity`)
     └── BackendError          the model backend failed (infrastructure, never the agent's fault)
         ├── BackendConfigError    unknown SPEC, missing API key, missing extra
         ├── BackendTimeout        the per-call deadline passed
         ├── BackendUnavailable    connection errors, 429 and 5xx after all retries
         ├── BackendRejected       a 4xx that retrying cannot fix (context length, bad request)
         └── BackendOutputError    the model answered, but not with what the schema asks for
-    BudgetExceeded            an episode hit a per-episode cap (calls, tokens): infrastructure
+
+The other layers extend the tree: `simia.server.errors.ApiError` (an HTTP error answer),
+`simia.server.real_tools.RealServerFailed`, `simia.clients.api.SimiaApiError` and
+`simia.cli._common.CliError` are SimiaErrors too. `simia.sim.backends.Retryable` is a signal inside a
+backend, never raised out of `Backend.complete`.
 
 Agent mistakes (bad arguments, unknown tools, simulated tool errors) are not
 exceptions: they are data in a `Step` with `error_kind="agent"`.
@@ -33,8 +40,9 @@ __all__ = [
     "BackendRejected",
     "BackendTimeout",
     "BackendUnavailable",
-    "BudgetExceeded",
+    "GradeError",
     "ImportSourceError",
+    "SchemaTooLarge",
     "SimiaError",
     "StateError",
     "StoreConfigError",
@@ -42,6 +50,7 @@ __all__ = [
     "StoreSchemaError",
     "StoreUnavailable",
     "UnknownWorldError",
+    "UnsupportedSchema",
     "WorldError",
     "WorldExistsError",
     "WorldIssue",
@@ -146,5 +155,13 @@ class BackendOutputError(BackendError):
     """The backend answered but its output is not valid JSON for the requested schema."""
 
 
-class BudgetExceeded(SimiaError):
-    """An episode hit one of its caps (calls, simulator tokens); infrastructure, not the agent."""
+class UnsupportedSchema(ImportSourceError):
+    """A schema simia cannot express as a tool schema (e.g. Swagger's `type: file`): the operation is skipped."""
+
+
+class SchemaTooLarge(ImportSourceError):
+    """Inlining every `$ref` made the schema larger than the converter's node budget: the operation is skipped."""
+
+
+class GradeError(SimiaError):
+    """The step grader failed (its backend, after retries) or answered something that is not a grade."""

@@ -1,42 +1,16 @@
-"""Perturbation: realistic faults injected into an episode's tool results at a set rate (stress testing).
+"""Perturbation settings: how often, and with which realistic faults, an episode's tool results are perturbed.
 
-Which calls get a fault, and which fault, is drawn from the episode's seed (or id) and the
-call's sequence number, so a run replays exactly. Kinds:
-
-    rate_limit        the call is refused with `rate_limited`; nothing happens (no model call)
-    timeout           the call times out with `timeout`; nothing happens (no model call)
-    documented_error  one of the tool's documented errors; nothing happens (no model call)
-    partial           a successful result comes back with its lists cut to half (the state change stands)
-    stale_read        a read-only call answers what the same call answered before the last write
-
-A kind that does not apply to a call (no documented errors, no list in the output, no earlier
-answer to repeat) falls back to `rate_limit`, so the rate holds. An injected fault is the
-environment's behaviour, not an infrastructure failure: it enters the simulator's window and
-the agent is expected to handle it; its event carries `injected` (the kind).
+A value type shared by worlds (world.yaml `simulator.perturbation`), the HTTP API (episode create) and the
+engine, which draws and applies the faults (`simia.sim.engine.faults`, where the kinds are described).
 """
 
 from __future__ import annotations
 
-import hashlib
-import random
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-if TYPE_CHECKING:  # the world module holds a Perturbation: a runtime import would be a cycle
-    from .world import ToolSpec
-
-__all__ = [
-    "KINDS",
-    "PRE_CALL",
-    "FaultKind",
-    "Perturbation",
-    "applicable",
-    "choose_fault",
-    "injected_error",
-    "perturb_output",
-]
+__all__ = ["KINDS", "PRE_CALL", "FaultKind", "Perturbation"]
 
 FaultKind = Literal["rate_limit", "timeout", "documented_error", "partial", "stale_read"]
 KINDS: tuple[FaultKind, ...] = ("rate_limit", "timeout", "documented_error", "partial", "stale_read")
@@ -52,50 +26,3 @@ class Perturbation(BaseModel):
 
     rate: float = Field(ge=0.0, le=1.0, description="Share of calls that get a fault.")
     kinds: list[FaultKind] = Field(default_factory=lambda: list(KINDS), min_length=1)
-
-
-def choose_fault(perturbation: Perturbation, episode_key: str, seq: int) -> FaultKind | None:
-    """The fault of call `seq` of the episode keyed `episode_key` (its seed, else its id), or None."""
-    digest = hashlib.blake2b(f"{episode_key}:{seq}".encode(), digest_size=8).digest()
-    draw = random.Random(int.from_bytes(digest, "big"))
-    if draw.random() >= perturbation.rate:
-        return None
-    return draw.choice(perturbation.kinds)
-
-
-def injected_error(kind: str, tool: ToolSpec) -> tuple[str, str]:
-    """(error code, message for the agent) of a pre-call fault; `documented_error` picks the tool's first."""
-    if kind == "timeout":
-        return "timeout", "The request timed out before the service answered. Nothing was changed; try again."
-    if kind == "documented_error" and tool.errors:
-        error = tool.errors[0]
-        return error.code, f"{error.when[0].upper()}{error.when[1:]}."
-    return "rate_limited", "Too many requests: the service is rate limited. Wait a moment and try again."
-
-
-def applicable(kind: str, tool: ToolSpec) -> bool:
-    """Whether a pre-call fault can happen to `tool` as drawn (else it falls back to `rate_limit`)."""
-    return kind != "documented_error" or bool(tool.errors)
-
-
-def perturb_output(
-    kind: str, tool: ToolSpec, arguments: dict[str, Any], output: dict[str, Any], earlier: Sequence[Any]
-) -> dict[str, Any] | None:
-    """A post-call fault applied to a successful `output`; None when it does not apply (the caller then
-    falls back to `rate_limit`). `earlier` holds the episode's recent (tool, arguments, output) answers."""
-    if kind == "partial":
-        cut = _halve_lists(output)
-        return cut if cut != output else None
-    if kind == "stale_read" and tool.annotations and tool.annotations.get("readOnlyHint") is True:
-        for past_tool, past_arguments, past_output in reversed(earlier):
-            if past_tool == tool.name and past_arguments == arguments and past_output != output:
-                return dict(past_output)
-    return None
-
-
-def _halve_lists(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_halve_lists(v) for v in value[: len(value) // 2]] if len(value) > 1 else value
-    if isinstance(value, dict):
-        return {k: _halve_lists(v) for k, v in value.items()}
-    return value

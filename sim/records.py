@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from .prompts import PastCall
+from pydantic_core import to_json
+
 from .verdict import Verdict
 
-__all__ = ["BUDGET_CODES", "EpisodeRecord", "EventRecord", "Progress"]
+__all__ = ["BUDGET_CODES", "EpisodeRecord", "EventRecord", "PastCall", "Progress"]
 
 BUDGET_CODES = frozenset({"budget_calls", "budget_tokens"})
 """The error codes of a call an episode's budget refused: such a call never ran, so it is not a call."""
@@ -108,7 +109,7 @@ class EventRecord:
     request_key: str | None = None
     seq: int = 0
     created_at: float = field(default_factory=time.time)
-    injected: str | None = None  # the kind of an injected fault (simia.sim.perturbation), else None
+    injected: str | None = None  # the kind of an injected fault (simia.sim.engine.faults), else None
     source: str = "simulated"  # "real": answered by the world's real server (a tool with `route: real`)
 
     @property
@@ -165,3 +166,24 @@ class Progress:
     events: list[EventRecord]
     """The events after the asked `seq`, oldest first, at most the asked number (all of them when
     `seq - asked <= len(events)`)."""
+
+
+@dataclass(frozen=True)
+class PastCall:
+    """One earlier call of the episode, as the simulator sees it in its window."""
+
+    tool: str
+    arguments: dict[str, Any]
+    output: Any
+    is_error: bool
+
+    @cached_property
+    def line(self) -> str:
+        """The call as a window line, rendered once (a call appears in the windows of many later calls)."""
+        outcome = "ERROR " if self.is_error else ""
+        return f"{self.tool} {_short(self.arguments, 200)} -> {outcome}{_short(self.output, 160)}"
+
+
+def _short(value: Any, limit: int) -> str:
+    text = to_json(value, fallback=str).decode()
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -2,7 +2,7 @@
 
 Validators are compiled once per schema object with the Rust `jsonschema-rs` and
 fall back to the reference `jsonschema` for schemas it cannot compile. Checking a
-schema itself against its metaschema is world loading (`simia.sim.loader`).
+schema itself against its metaschema is world loading (`simia.sim.world.loader`).
 """
 
 from __future__ import annotations

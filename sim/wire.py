@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .perturbation import Perturbation
 from .verdict import Verdict
-from .world import ToolSpec
+from .world.model import ToolSpec
 
 __all__ = [
     "META_EPISODE",
@@ -50,7 +50,7 @@ META_ERROR_KIND = "simia/error_kind"
 META_ERROR_CODE = "simia/error_code"
 """`_meta` key of an error result: one of the tool's documented codes or a small generic set."""
 META_INJECTED = "simia/injected"
-"""`_meta` key of a result a perturbation changed: the fault's kind (`simia.sim.perturbation`)."""
+"""`_meta` key of a result a perturbation changed: the fault's kind (`simia.sim.engine.faults`)."""
 
 
 class _Request(BaseModel):

@@ -17,7 +17,7 @@ from simia.server.inprocess import free_port, serving
 from simia.server.settings import ServerSettings
 from simia.sim import load_worlds
 from simia.sim.backends import Backend, FunctionBackend
-from simia.sim.store import Store, open_store
+from simia.sim.storage import Store, open_store
 from simia.testing.mock_world import mock_world_answer
 from simia.testing.postgres import PostgresCluster
 

@@ -35,8 +35,8 @@ import httpx2 as httpx
 import pytest
 from mcp import Client, StdioServerParameters
 from simia.server.inprocess import free_port
-from simia.sim.adversarial import load_cases
-from simia.sim.migrations import SCHEMA_VERSION
+from simia.sim.judging import load_cases
+from simia.sim.storage import SCHEMA_VERSION
 from simia.testing import FakeProvider, mock_world_answer, parse_simulator_prompt
 from simia.training._config import parse_config
 from simia.training.grpo import GRPORun

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from simia.clients.prompt import agent_system_prompt
-from simia.sim.judge import fabricated_claims, recorded_calls
-from simia.sim.store import EpisodeRecord, EventRecord, open_store
-from simia.sim.tool_views import check_tool_calls, openai_tool, openai_tool_call
-from simia.sim.world import World
+from simia.sim.judging import fabricated_claims, recorded_calls
+from simia.sim.records import EpisodeRecord, EventRecord
+from simia.sim.storage import open_store
+from simia.sim.world import World, check_tool_calls, openai_tool, openai_tool_call
 
 __all__ = [
     "FORMATS",

@@ -31,9 +31,8 @@ from simia.clients.api import SimiaClient, SyncSimiaClient
 from simia.clients.prompt import agent_system_prompt
 from simia.clients.user import UserSimulator
 from simia.sim.backends import Backend, resolve_backend
-from simia.sim.tool_views import openai_tool, openai_tool_call
 from simia.sim.wire import WorldInfo
-from simia.sim.world import ToolSpec
+from simia.sim.world import ToolSpec, openai_tool, openai_tool_call
 
 from . import models
 from ._config import parse_config

@@ -12,6 +12,8 @@ from simia.sim.backends.local import embedded_model_path
 
 __all__ = ["cache_dir", "generation_template", "load_model", "load_tokenizer", "tiny_model", "tool_chat_template"]
 
+# An edge of its own (the training scripts run without the CLI): quiet the libraries before they load, and
+# read SIMIA_CACHE, the folder of converted models. Nothing else outside cli/ reads the environment.
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")

@@ -29,8 +29,7 @@ from simia.clients.prompt import agent_system_prompt
 from simia.clients.rollout import RolloutConfig, rollout
 from simia.sim.backends import Backend, CompletionRequest
 from simia.sim.errors import BackendError
-from simia.sim.tool_views import check_tool_calls, openai_tool_call, world_card
-from simia.sim.world import World
+from simia.sim.world import World, check_tool_calls, openai_tool_call, world_card
 
 from .export import openai_record
 

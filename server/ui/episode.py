@@ -7,8 +7,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from simia.sim.episode_query import EpisodeRow
 from simia.sim.records import EpisodeRecord, EventRecord
+from simia.sim.storage import EpisodeRow
 from simia.sim.verdict import Verdict
 
 from .diff import state_diff

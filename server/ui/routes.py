@@ -12,8 +12,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from simia.sim.episode_query import PAGE_LIMIT, EpisodeQuery
-from simia.sim.store import Store
+from simia.sim.storage import PAGE_LIMIT, EpisodeQuery, Store
 from simia.sim.world import World
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from simia.sim.episode_query import TEXT_SCAN_LIMIT, EpisodePage, EpisodeQuery, EpisodeRow, TaskStats
+from simia.sim.storage import TEXT_SCAN_LIMIT, EpisodePage, EpisodeQuery, EpisodeRow, TaskStats
 
 from .html import bar, duration, h, page, query_link, reward_badge, status_badge, timestamp
 

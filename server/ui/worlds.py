@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from simia.sim.episode_query import TaskStats
+from simia.sim.storage import TaskStats
 from simia.sim.world import World
 
 from .html import bar, h, json_block, page, query_link

@@ -5,7 +5,7 @@ server that rejects it is asked again with JSON mode (`json_object`) and the
 answer is validated by the simulator. Native tool calling sends `tools` with
 `tool_choice: auto`; a compatible server that refuses it (vLLM without
 `--enable-auto-tool-choice`) is asked for the structured action instead
-(`simia.sim.actions`), from then on. The SDK's own retries are off.
+(`simia.sim.backends.actions`), from then on. The SDK's own retries are off.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import httpx2 as httpx
 import openai
 from openai.types.chat import ChatCompletion
 
-from ..actions import FunctionTool, action_messages, action_schema, read_action
 from ..errors import BackendOutputError, BackendRejected
 from ._base import (
     Backend,
@@ -37,6 +36,7 @@ from ._base import (
 )
 from ._http import LeanHTTP
 from ._pricing import Price, Pricing
+from .actions import FunctionTool, action_messages, action_schema, read_action
 
 __all__ = ["OpenAIBackend"]
 

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
-from ..cache import SqliteCache
 from ..errors import BackendConfigError, BackendRejected, StoreConfigError
-from ..pg_store import PgStore, is_postgres_url, redact_url
+from ..storage import open_recorded
 from ._base import Backend, Completion, CompletionRequest, RetryPolicy, Usage
 
 __all__ = ["ReplayBackend"]
@@ -22,24 +18,13 @@ class ReplayBackend(Backend):
 
     def __init__(self, db: str | Path, *, retry: RetryPolicy | None = None) -> None:
         super().__init__(max_concurrency=64, retry=retry or RetryPolicy(max_attempts=1))
-        self.lookup: Callable[[str], Awaitable[dict[str, Any] | None]]
-        self._close: Callable[[], Awaitable[None]]
-        if isinstance(db, str) and is_postgres_url(db):
-            try:
-                store = PgStore(db, create=False)
-            except StoreConfigError as exc:
-                raise BackendConfigError(f"replay: {exc}") from None
-            self.model = "replay:postgres"
-            self.spec = f"replay:{redact_url(db)}"
-            self.lookup, self._close = store.get_replay, store.close
-            return
-        path = Path(db)
-        if not path.is_file():
-            raise BackendConfigError(f"replay: no database at {str(path)!r}; pass replay:PATH to a simia --db file")
-        self.model = f"replay:{path.name}"
-        self.spec = f"replay:{path}"
-        cache = SqliteCache(path, readonly=True)
-        self.lookup, self._close = cache.get_replay, lambda: asyncio.to_thread(cache.close)
+        try:
+            recorded = open_recorded(db)
+        except StoreConfigError as exc:
+            raise BackendConfigError(f"replay: {exc}") from None
+        self.model = f"replay:{recorded.engine if recorded.engine == 'postgres' else Path(recorded.label).name}"
+        self.spec = f"replay:{recorded.label}"
+        self.lookup, self._close = recorded.lookup, recorded.close
 
     async def generate(self, request: CompletionRequest, timeout: float) -> Completion:
         if request.key is None:

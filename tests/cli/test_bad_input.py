@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from simia.cli import main
-from simia.sim.store import open_store
+from simia.sim.storage import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 MOCK = ROOT / "tool_specs" / "mock"

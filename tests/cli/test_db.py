@@ -16,9 +16,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from simia.sim.db_copy import TABLES
-from simia.sim.migrations import SCHEMA_VERSION
-from simia.sim.store import EpisodeRecord, open_store
+from simia.sim.records import EpisodeRecord
+from simia.sim.storage import SCHEMA_VERSION, open_store
+from simia.sim.storage.db_copy import TABLES
 from simia.testing.postgres import PostgresCluster
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -16,7 +16,7 @@ from simia.clients.agent import Agent
 from simia.clients.fidelity import AgentSummary, load_calls, run_agent_fidelity, run_fidelity
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend, resolve_backend
-from simia.sim.step_grade import DIMENSIONS
+from simia.sim.judging import DIMENSIONS
 from simia.testing import FakeProvider, parse_simulator_prompt
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from simia.clients.mcp_import import read_server
 from simia.server.inprocess import free_port
 from simia.sim import load_world
 from simia.sim.errors import ImportSourceError
-from simia.sim.mcp_listing import ProbeCall
+from simia.sim.importers import ProbeCall
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from simia.clients.rollout import RolloutConfig, rollout, select_tasks
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend, ScriptedBackend
 from simia.sim.errors import BackendRejected
-from simia.sim.judge import Judge
+from simia.sim.judging import Judge
 from simia.testing.mock_world import mock_world_answer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,8 +21,8 @@ import httpx2 as httpx
 import pytest
 from mcp import Client, MCPError
 from simia.sim.records import EpisodeRecord, EventRecord
-from simia.sim.state import apply_patch
-from simia.sim.store import open_store
+from simia.sim.storage import open_store
+from simia.sim.world import apply_patch
 from simia.testing import FakeProvider
 from simia.testing.postgres import PostgresCluster
 from simia.testing.replicas import Replicas, haproxy_config

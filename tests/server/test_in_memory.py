@@ -11,8 +11,8 @@ from simia.server.settings import ServerSettings
 from simia.server.stdio import bound_server
 from simia.sim import load_worlds
 from simia.sim.backends import FunctionBackend
-from simia.sim.simulator import Simulator
-from simia.sim.store import open_store
+from simia.sim.engine import Simulator
+from simia.sim.storage import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,7 +107,7 @@ async def test_idle_episodes_are_abandoned_with_their_events_kept(tmp_path: Path
 async def test_state_at_every_step_matches_the_live_states_across_snapshot_intervals(
     tmp_path: Path, mock_answer: Any
 ) -> None:
-    from simia.sim.sqlite_store import SNAPSHOT_EVERY
+    from simia.sim.storage.sql import SNAPSHOT_EVERY
 
     service = await service_for(tmp_path, mock_answer)
     episode = await service.create("mock")

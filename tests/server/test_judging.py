@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 from simia.cli import main
 from simia.sim.backends import FunctionBackend, ScriptedBackend
-from simia.sim.judge import Judge
+from simia.sim.judging import Judge
 
 ROOT = Path(__file__).resolve().parents[2]
 PASS = {

@@ -9,7 +9,8 @@ from typing import Any
 import httpx2 as httpx
 from mcp import Client
 from simia.clients.api import SimiaClient
-from simia.sim.perturbation import KINDS, Perturbation, choose_fault
+from simia.sim.engine import choose_fault
+from simia.sim.perturbation import KINDS, Perturbation
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +73,7 @@ async def test_a_bad_perturbation_is_a_400_naming_the_field(make_server: Any) ->
 
 async def test_the_judge_is_told_what_was_injected_and_exports_can_drop_it(make_server: Any, tmp_path: Any) -> None:
     from simia.sim import load_worlds
-    from simia.sim.judge import EpisodeView, Judge
+    from simia.sim.judging import EpisodeView, Judge
     from simia.training.export import export
 
     worlds = load_worlds([ROOT / "tool_specs"]).worlds

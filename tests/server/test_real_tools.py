@@ -25,8 +25,8 @@ from simia.server.inprocess import free_port
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend
 from simia.sim.errors import WorldError
-from simia.sim.mcp_listing import world_from_listing
-from simia.sim.world_files import write_world
+from simia.sim.importers import world_from_listing
+from simia.sim.world import write_world
 from simia.testing import parse_simulator_prompt
 from simia.training.export import export
 

@@ -21,8 +21,8 @@ import httpx2 as httpx
 import pytest
 from mcp import Client
 from simia.server.inprocess import free_port
-from simia.sim.state import apply_patch
-from simia.sim.store import open_store
+from simia.sim.storage import open_store
+from simia.sim.world import apply_patch
 from simia.testing import FakeProvider, mock_world_answer
 from simia.testing.mock_world import parse_simulator_prompt
 from simia.testing.postgres import PostgresCluster

@@ -16,7 +16,7 @@ from typing import Any
 import httpx2 as httpx
 from mcp import Client
 from simia.server.mcp import DATABASE_TEXT
-from simia.sim.sqlite_store import SqliteStore
+from simia.sim.storage import SqliteStore
 
 
 async def _pragma(store: Any, sql: str) -> None:

@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from simia.server.settings import ServerSettings
 from simia.sim.backends import ScriptedBackend, resolve_backend
-from simia.sim.judge import Judge
+from simia.sim.judging import Judge
 from simia.testing import FakeProvider
 from simia.testing.mock_world import mock_world_answer
 

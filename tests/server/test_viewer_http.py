@@ -14,7 +14,8 @@ from mcp.client.streamable_http import streamable_http_client
 from simia.server.app import viewer_app
 from simia.server.inprocess import serving
 from simia.server.settings import ServerSettings
-from simia.sim.store import EpisodeRecord, EventRecord, open_store
+from simia.sim.records import EpisodeRecord, EventRecord
+from simia.sim.storage import open_store
 from starlette.routing import Route
 
 ALICE = {"authorization": "Bearer alice-secret"}

@@ -11,8 +11,8 @@ import queue
 import sqlite3
 import time
 
-from simia.sim._sqlite_batch import BatchExecutor, _Job, _run_jobs
-from simia.sim.sqlite_store import SqliteStore
+from simia.sim.storage import SqliteStore
+from simia.sim.storage._sqlite_batch import BatchExecutor, _Job, _run_jobs
 
 __all__ = ["UnsafeStore"]
 

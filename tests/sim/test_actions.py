@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import mcp_types as types
-from simia.sim.actions import FunctionTool, action_messages, action_schema, read_action
+from simia.sim.backends.actions import FunctionTool, action_messages, action_schema, read_action
 
 PARAMETERS = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {}}
 OPENAI_TOOL = {"type": "function", "function": {"name": "list_items", "description": "List.", "parameters": PARAMETERS}}

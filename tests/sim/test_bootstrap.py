@@ -13,8 +13,8 @@ import pytest
 import yaml
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend
-from simia.sim.bootstrap import BootstrapConfig, bootstrap, check_task
-from simia.sim.judge import rule_checks
+from simia.sim.importers import BootstrapConfig, bootstrap, check_task
+from simia.sim.judging import rule_checks
 from simia.sim.world import Task
 from simia.testing import FakeProvider
 
@@ -63,7 +63,7 @@ async def test_bootstrap_writes_a_state_and_tasks_whose_rules_fail_before_the_ag
     world = load_world(folder)  # everything written loads
     assert world.initial_state == STATE and world.state_schema == SCHEMA
     assert [t.id for t in world.tasks] == ["restock_milk", "more_apples"]
-    assert all(not any(c["passed"] for c in rule_checks(t, world.initial_state)) for t in world.tasks)
+    assert all(not any(c.passed for c in rule_checks(t, world.initial_state)) for t in world.tasks)
     assert (report.state, report.tasks_written, report.tasks_dropped) == (
         "drafted",
         ["restock_milk", "more_apples"],

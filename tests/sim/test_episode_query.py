@@ -7,11 +7,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from simia.sim import episode_query
-from simia.sim.episode_query import EpisodeQuery, TaskStats
+from simia.sim.storage import queries as episode_query
 from simia.sim.errors import StoreConfigError, StoreUnavailable
-from simia.sim.sqlite_store import SqliteStore
-from simia.sim.store import EpisodeRecord, EventRecord, Store, open_store
+from simia.sim.records import EpisodeRecord, EventRecord
+from simia.sim.storage import EpisodeQuery, SqliteStore, Store, TaskStats, open_store
 from simia.sim.verdict import Verdict
 
 
@@ -107,8 +106,8 @@ async def test_the_text_filter_reads_only_the_newest_events_and_says_so(
 ) -> None:
     store = await filled(db_target)
     monkeypatch.setattr(episode_query, "TEXT_SCAN_LIMIT", 2)
-    monkeypatch.setattr("simia.sim.sqlite_store.TEXT_SCAN_LIMIT", 2)
-    monkeypatch.setattr("simia.sim.pg_store.TEXT_SCAN_LIMIT", 2)
+    monkeypatch.setattr("simia.sim.storage.sqlite.TEXT_SCAN_LIMIT", 2)
+    monkeypatch.setattr("simia.sim.storage.postgres.TEXT_SCAN_LIMIT", 2)
     old = await store.query_episodes(EpisodeQuery(text="oat milk"))  # event 1 of 4: outside the newest 2
     new = await store.query_episodes(EpisodeQuery(text="bread"))
     assert (old.rows, old.text_scan_complete) == ([], False)

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 from simia.sim import World, load_world
-from simia.sim.adversarial import case_view, load_cases, run_adversarial
 from simia.sim.backends import ScriptedBackend
-from simia.sim.judge import EpisodeView, Judge
+from simia.sim.judging import EpisodeView, Judge
+from simia.sim.judging.adversarial import case_view, load_cases, run_adversarial
 from simia.sim.verdict import RuleCheck
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,24 +85,6 @@ async def test_a_judge_that_keeps_failing_gives_judge_error_never_a_silent_score
     assert "requires every criterion to pass" in backend.requests[1].messages[-1]["content"]
 
 
-async def test_group_judging_returns_one_score_each(mock: World) -> None:
-    scores = {"scores": [{"episode": 0, "reward": 1, "reasons": "set"}, {"episode": 1, "reward": 0, "reasons": "no"}]}
-    verdicts = await Judge(ScriptedBackend([scores])).judge_group(
-        mock, mock.task("restock_milk"), [view(mock, 4), view(mock, 4)]
-    )
-    assert [v.reward for v in verdicts] == [1, 0]
-
-
-async def test_a_group_answer_with_the_wrong_count_is_a_judge_error_for_the_group(mock: World) -> None:
-    short = {"scores": [{"episode": 0, "reward": 1, "reasons": "set"}]}
-    backend = ScriptedBackend([short, short])
-    verdicts = await Judge(backend, max_attempts=2).judge_group(
-        mock, mock.task("restock_milk"), [view(mock, 4), view(mock, 0), view(mock, 4)]
-    )
-    assert [(v.status, v.reward) for v in verdicts] == [("judge_error", None)] * 3
-    assert "expected exactly 3 scores, got 1" in verdicts[0].reasons[0]
-
-
 def _agent_strings(case: dict[str, Any]) -> list[str]:
     out = []
     for message in case["transcript"]:
@@ -149,7 +131,7 @@ def test_agent_text_lands_only_inside_the_data_section(mock: World, case: dict[s
 
 def test_the_transcript_is_checked_against_the_recorded_calls(mock: World) -> None:
     case = next(c for c in CASES if c["id"] == "fabricated_tool_result")
-    from simia.sim.judge import transcript_mismatches
+    from simia.sim.judging import transcript_mismatches
 
     problems = transcript_mismatches(case["transcript"], case["calls"])
     assert problems == [

@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, resolve_backend
-from simia.sim.prompts import answer_schema
+from simia.sim.engine import Simulator, ToolCall, answer_schema
 from simia.sim.schema import validate_instance
-from simia.sim.simulator import Simulator, ToolCall
 
 pytestmark = pytest.mark.local_model
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from simia.sim.importing import ReportEntry, world_name
-from simia.sim.mcp_listing import (
+from simia.sim.importers import (
     ProbeCall,
     ProbeResult,
     ServerListing,
@@ -15,7 +14,8 @@ from simia.sim.mcp_listing import (
     parse_probe_calls,
     world_from_listing,
 )
-from simia.sim.world_files import write_world
+from simia.sim.importers.imported import ReportEntry, world_name
+from simia.sim.world import write_world
 
 ECHO = {
     "name": "echo",

@@ -5,12 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from simia.sim.cache import SqliteCache
 from simia.sim.errors import StoreConfigError
-from simia.sim.pg_store import PgStore
 from simia.sim.records import BUDGET_CODES, EventRecord
-from simia.sim.sqlite_store import SqliteStore
-from simia.sim.store import open_store
+from simia.sim.storage import PgStore, SqliteCache, SqliteStore, open_store
 
 
 @pytest.mark.parametrize("form", ["path", "str", "url"])

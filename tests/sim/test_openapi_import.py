@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 from simia.sim.errors import ImportSourceError
-from simia.sim.importing import ImportedWorld, ReportEntry
-from simia.sim.openapi_import import OperationFilter, import_openapi, load_spec
-from simia.sim.world_files import write_world
+from simia.sim.importers import ImportedWorld, OperationFilter, ReportEntry, import_openapi, load_spec
+from simia.sim.world import write_world
 
 SHOP = """
 openapi: 3.0.3

@@ -1,4 +1,4 @@
-"""The Postgres store's connections (`simia.sim._pg_connections`) against a real server."""
+"""The Postgres store's connections (`simia.sim.storage._pg_connections`) against a real server."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.rows import dict_row
-from simia.sim._pg_connections import Connections
 from simia.sim.errors import StoreUnavailable
-from simia.sim.pg_store import PgStore
-from simia.sim.store import EpisodeRecord
+from simia.sim.records import EpisodeRecord
+from simia.sim.storage import PgStore
+from simia.sim.storage._pg_connections import Connections
 from simia.testing.postgres import PostgresCluster
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft4Validator, Draft7Validator, Draft202012Validator
-from simia.sim.schema_dialects import upgrade_schema
+from simia.sim.importers import upgrade_schema
 
 DRAFT_04 = {
     "$schema": "http://json-schema.org/draft-04/schema#",

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from simia.sim import World, load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend, RetryPolicy, ScriptedBackend, resolve_backend
-from simia.sim.cache import MemoryCache, SqliteCache
-from simia.sim.prompts import PastCall
-from simia.sim.simulator import Simulator, ToolCall
-from simia.sim.state import needles_of, slice_state
+from simia.sim.engine import Simulator, ToolCall
+from simia.sim.records import PastCall
+from simia.sim.storage import SqliteCache
+from simia.sim.world import needles_of, slice_state
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -205,8 +205,8 @@ def test_a_slice_shows_records_an_id_deep_inside_names_but_not_those_a_shared_va
     assert shown_whole == ["P4", "u7"]  # "USA", in every user's address, shows none of the others whole
 
 
-async def test_a_seeded_call_is_cached_and_replays_without_the_model(mock: World) -> None:
-    cache = MemoryCache()
+async def test_a_seeded_call_is_cached_and_replays_without_the_model(mock: World, tmp_path: Path) -> None:
+    cache = SqliteCache(tmp_path / "cache.db")
     first = ScriptedBackend([SET_MILK])
     call = ToolCall("set_quantity", {"name": "milk", "qty": 4})
     a = await Simulator(first, cache=cache).step(mock, mock.initial_state, [], call, seed=7)

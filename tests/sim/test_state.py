@@ -11,7 +11,7 @@ import jsonpatch
 import jsonpointer
 import pytest
 from simia.sim.errors import StateError
-from simia.sim.state import apply_patch
+from simia.sim.world import apply_patch
 
 STATE: dict[str, Any] = {
     "orders": {"o1": {"status": "pending", "items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2}]}},

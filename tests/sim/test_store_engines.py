@@ -8,9 +8,9 @@ import time
 import psycopg
 import pytest
 from simia.sim.errors import StoreConflict
-from simia.sim.records import Progress
-from simia.sim.sqlite_store import SNAPSHOT_EVERY
-from simia.sim.store import EpisodeRecord, EventRecord, Store, open_store
+from simia.sim.records import EpisodeRecord, EventRecord, Progress
+from simia.sim.storage import Store, open_store
+from simia.sim.storage.sql import SNAPSHOT_EVERY
 from simia.sim.verdict import Verdict
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from simia.sim.errors import StoreUnavailable
-from simia.sim.sqlite_store import SqliteStore
-from simia.sim.store import EpisodeRecord, EventRecord
+from simia.sim.records import EpisodeRecord, EventRecord
+from simia.sim.storage import SqliteStore
 
 
 def episode(episode_id: str) -> EpisodeRecord:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from simia.sim.errors import WorldError, WorldExistsError
-from simia.sim.world_files import atomic_write_text, write_world
+from simia.sim.world import atomic_write_text, write_world
 
 TOOL = {"name": "ping", "inputSchema": {"type": "object", "properties": {}}}
 

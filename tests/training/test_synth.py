@@ -117,7 +117,7 @@ def agent(request: CompletionRequest) -> dict[str, Any]:
 async def test_via_server_keeps_only_rewarded_rollouts_and_drops_the_rest_as_low_reward(
     make_server: Any, tmp_path: Path
 ) -> None:
-    from simia.sim.judge import Judge
+    from simia.sim.judging import Judge
     from simia.training.synth import synthesize_via_server
 
     async with make_server(judge=Judge(None)) as server:

@@ -10,9 +10,9 @@ from simia.server.episodes import EpisodeService
 from simia.server.settings import ServerSettings
 from simia.sim import load_worlds
 from simia.sim.backends import FunctionBackend
-from simia.sim.judge import Judge
-from simia.sim.simulator import Simulator
-from simia.sim.store import open_store
+from simia.sim.engine import Simulator
+from simia.sim.judging import Judge
+from simia.sim.storage import open_store
 from simia.testing.mock_world import mock_world_answer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,9 +15,9 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
-from .errors import WorldError, WorldExistsError, WorldIssue
+from ..errors import WorldError, WorldExistsError, WorldIssue
 from .loader import load_world
-from .world import World
+from .model import World
 
 __all__ = ["atomic_write_text", "check_target", "write_world"]
 

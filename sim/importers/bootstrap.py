@@ -22,15 +22,11 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from .backends import Backend, CompletionRequest
-from .errors import BackendError, StateError, WorldError
-from .judge import rule_checks
-from .loader import load_world
-from .schema import validate_instance
-from .state import apply_patch, is_missing, resolve_pointer
-from .tool_views import world_card
-from .world import Task, World
-from .world_files import atomic_write_text
+from ..backends import Backend, CompletionRequest
+from ..errors import BackendError, StateError, WorldError
+from ..judging import rule_checks
+from ..schema import validate_instance
+from ..world import Task, World, apply_patch, atomic_write_text, is_missing, load_world, resolve_pointer, world_card
 
 __all__ = ["BootstrapConfig", "BootstrapReport", "bootstrap", "check_task"]
 
@@ -124,7 +120,7 @@ def check_task(task: Task, state: dict[str, Any], state_schema: dict[str, Any] |
             problems.append(f"{pointer}: its parent is not in the state, so no call can reach it")
     if problems:
         return problems
-    passing = [c["pointer"] for c in rule_checks(task, start) if c["passed"]]
+    passing = [c.pointer for c in rule_checks(task, start) if c.passed]
     if len(passing) == len(task.expected_state):
         problems.append(f"every rule already holds before the agent acts ({', '.join(passing)}): any agent passes")
     return problems

@@ -4,7 +4,7 @@ Both importers (`simia import mcp`, `simia import openapi`) build an `ImportedWo
 world's header, its tools in MCP wire shape (plus simia's `errors`), optional reference
 examples, and a `report` that says what was skipped or changed and why. `files()` renders
 the world folder (world.yaml, tools.json, policy.md, examples/, import_report.json) for
-`simia.sim.world_files.write_world`.
+`simia.sim.world.files.write_world`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from .loader import TOOL_NAME, WORLD_NAME
+from ..world import TOOL_NAME, WORLD_NAME
 
 __all__ = ["ImportedWorld", "ReportEntry", "mcp_tool_name", "tool_schema_problem", "unique_name", "world_name"]
 

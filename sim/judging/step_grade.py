@@ -17,11 +17,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .backends import Backend, CompletionRequest
-from .errors import BackendError
+from ..backends import Backend, CompletionRequest
+from ..errors import BackendError, GradeError
+from ..records import PastCall
+from ..world import ToolSpec
 from .judge import data_block
-from .prompts import PastCall
-from .world import ToolSpec
 
 __all__ = ["DIMENSIONS", "GRADE_SCHEMA", "GradeError", "Score", "StepGrade", "grade_step"]
 
@@ -75,10 +75,6 @@ class StepGrade(BaseModel):
 
     def scores(self) -> dict[str, int]:
         return {d: getattr(self, d).score for d in DIMENSIONS}
-
-
-class GradeError(Exception):
-    """The grader failed (its backend, after retries) or answered something that is not a grade."""
 
 
 async def grade_step(

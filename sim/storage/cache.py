@@ -19,11 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from .world import canonical_json, compact_json
+from ..world import canonical_json, compact_json
 
 __all__ = [
     "CACHE_TABLE_SQL",
-    "MemoryCache",
     "ResponseCache",
     "SqliteCache",
     "cache_key",
@@ -81,19 +80,6 @@ class ResponseCache(Protocol):
     async def get(self, key: str) -> dict[str, Any] | None: ...
 
     async def put(self, key: str, replay_key: str, data: dict[str, Any], model: str) -> None: ...
-
-
-class MemoryCache:
-    """An in-process cache (tests, short runs)."""
-
-    def __init__(self) -> None:
-        self.entries: dict[str, dict[str, Any]] = {}
-
-    async def get(self, key: str) -> dict[str, Any] | None:
-        return self.entries.get(key)
-
-    async def put(self, key: str, replay_key: str, data: dict[str, Any], model: str) -> None:
-        self.entries[key] = data
 
 
 class SqliteCache:

@@ -1,6 +1,6 @@
 """The Postgres store: the same tables and semantics as the SQLite store, for several replicas on one database.
 
-`PgStore` implements `simia.sim.store.Store` with psycopg 3 (async) over a connection
+`PgStore` implements `simia.sim.storage.protocol.Store` with psycopg 3 (async) over a connection
 pool of autocommit connections. Each write is one statement, committed before it
 returns (a commit costs one round trip). Events of one episode get gap-free `seq`
 because a commit advances the episode and inserts the event in one statement whose
@@ -8,7 +8,7 @@ UPDATE locks the episode's row: concurrent commits of one episode, from any numb
 processes, queue on that row and never on each other's episodes. The columns, their
 order and the JSON encoding are the SQLite store's (`simia db copy` moves rows between
 the two as they are). Each method's SQL sits in that method (the commit's in
-`_commit_sql`); the statements shared with SQLite come from `simia.sim.sqlite_store`
+`_commit_sql`); the statements shared with SQLite come from `simia.sim.storage.sqlite`
 with `?` made `%s`.
 """
 
@@ -26,8 +26,13 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg.rows import dict_row, tuple_row
 
+from ..errors import StoreConfigError, StoreConflict, StoreSchemaError, StoreUnavailable
+from ..records import EpisodeRecord, EventRecord, Progress
+from ..verdict import Verdict
+from ..world import apply_patch, compact_json
 from ._pg_connections import Connections
-from .episode_query import (
+from .migrations import SCHEMA_VERSION, not_simia, schema_steps
+from .queries import (
     TEXT_SCAN_LIMIT,
     EpisodePage,
     EpisodeQuery,
@@ -38,29 +43,23 @@ from .episode_query import (
     page_sql,
     task_stats_sql,
 )
-from .errors import StoreConfigError, StoreConflict, StoreSchemaError, StoreUnavailable
-from .migrations import SCHEMA_VERSION, not_simia, schema_steps
-from .records import EpisodeRecord, EventRecord, Progress
-from .sqlite_store import (
-    _EPISODE_COLUMNS,
-    _EVENT_COLUMNS,
-    _INSERT_EPISODE,
-    _JSON_EPISODE,
+from .sql import (
     CONSISTENCY_SQL,
+    EPISODE_COLUMNS,
+    EVENT_COLUMNS,
     INDEX_SQL,
+    INSERT_EPISODE,
+    JSON_EPISODE,
     PROGRESS_SQL,
     SET_STATUS_SQL,
     SNAPSHOT_EVERY,
-    _episode_from_row,
-    _event_from_row,
     consistency_report,
+    episode_from_row,
+    event_from_row,
     list_sql,
     progress_from_rows,
     set_status_params,
 )
-from .state import apply_patch
-from .verdict import Verdict
-from .world import compact_json
 
 __all__ = ["PG_SCHEMA", "PgStore", "is_postgres_url", "redact_url"]
 
@@ -167,10 +166,10 @@ def _pg(sql: str) -> str:
     return sql.replace("?", "%s")
 
 
-_INSERT_EPISODE_PG = _pg(_INSERT_EPISODE)
+_INSERT_EPISODE_PG = _pg(INSERT_EPISODE)
 _SET_STATUS_PG = _pg(SET_STATUS_SQL)
 _PROGRESS_PG = _pg(PROGRESS_SQL)
-_EVENT_SELECT = f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = %s"
+_EVENT_SELECT = f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE episode_id = %s"
 
 
 def _commit_sql(*, with_state: bool, expected: bool) -> str:
@@ -184,7 +183,7 @@ def _commit_sql(*, with_state: bool, expected: bool) -> str:
         else ""
     )
     guard = " AND seq = %(expected)s AND status = 'active'" if expected else ""
-    columns = _EVENT_COLUMNS[1:]  # after seq
+    columns = EVENT_COLUMNS[1:]  # after seq
     sql = (
         "WITH adv AS (UPDATE episodes SET seq = seq + 1, calls = calls + %(calls)s, "
         "prompt_tokens = prompt_tokens + %(prompt)s, completion_tokens = completion_tokens + %(completion)s, "
@@ -227,7 +226,7 @@ def _hide_passwords(text: str) -> str:
     return re.sub(r"(//[^:/@\s]*):[^@\s]*@", r"\1:***@", text)
 
 
-def _libpq_url(url: str) -> str:
+def libpq_url(url: str) -> str:
     """The URL as libpq reads it (a `postgresql+psycopg://` SQLAlchemy-style scheme loses its driver part)."""
     scheme, _, rest = url.partition("://")
     return f"postgresql://{rest}" if scheme.startswith("postgresql+") else url
@@ -241,7 +240,7 @@ def _one_line(exc: BaseException) -> str:
 class PgStore:
     """Episodes, events, snapshots and the response cache in one Postgres database (a `Store`).
 
-    The schema is created, upgraded or refused (`simia.sim.migrations`) here, before the
+    The schema is created, upgraded or refused (`simia.sim.storage.migrations`) here, before the
     constructor returns, on a connection of its own; the connections (`Connections`) open on first use.
 
     Args:
@@ -272,7 +271,7 @@ class PgStore:
     ) -> None:
         self.path = url
         self.where = redact_url(url)
-        self._conninfo = _libpq_url(url)
+        self._conninfo = libpq_url(url)
         self._max = max_connections
         self._timeout = connect_timeout
         self._read_only = read_only
@@ -389,9 +388,9 @@ class PgStore:
 
     async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
         values = [
-            compact_json(getattr(episode, k)) if k in _JSON_EPISODE and getattr(episode, k) is not None
+            compact_json(getattr(episode, k)) if k in JSON_EPISODE and getattr(episode, k) is not None
             else getattr(episode, k)
-            for k in _EPISODE_COLUMNS
+            for k in EPISODE_COLUMNS
         ]  # fmt: skip
         async with self._conn() as conn:
             await conn.execute(_INSERT_EPISODE_PG, values)  # type: ignore[arg-type]
@@ -399,7 +398,7 @@ class PgStore:
 
     async def get_episode(self, episode_id: str) -> EpisodeRecord | None:
         rows = await self._rows("SELECT * FROM episodes WHERE id = %s", (episode_id,))
-        return _episode_from_row(rows[0]) if rows else None  # type: ignore[arg-type]  # a dict row reads alike
+        return episode_from_row(rows[0]) if rows else None  # type: ignore[arg-type]  # a dict row reads alike
 
     async def list_episodes(
         self,
@@ -413,10 +412,10 @@ class PgStore:
     ) -> list[EpisodeRecord]:
         sql, params = list_sql(world=world, status=status, principal=principal, task=task, since=since, ph="%s")
         rows = await self._rows(sql, [*params, limit])
-        return [_episode_from_row(r) for r in rows]  # type: ignore[arg-type]
+        return [episode_from_row(r) for r in rows]  # type: ignore[arg-type]
 
     async def query_episodes(self, query: EpisodeQuery) -> EpisodePage:
-        """The SQLite store's statements (`simia.sim.episode_query`), the text filter reading events newest
+        """The SQLite store's statements (`simia.sim.storage.queries`), the text filter reading events newest
         `created_at` first."""
         rows_sql, count_sql, params = page_sql(query, "%s", recency="created_at")
         async with self._conn() as conn:
@@ -516,11 +515,11 @@ class PgStore:
         if n <= 0:
             return []
         rows = await self._rows(f"{_EVENT_SELECT} ORDER BY seq DESC LIMIT %s", (episode_id, n))
-        return [_event_from_row(r) for r in reversed(rows)]  # type: ignore[arg-type]
+        return [event_from_row(r) for r in reversed(rows)]  # type: ignore[arg-type]
 
     async def events(self, episode_id: str) -> list[EventRecord]:
         rows = await self._rows(f"{_EVENT_SELECT} ORDER BY seq", (episode_id,))
-        return [_event_from_row(r) for r in rows]  # type: ignore[arg-type]
+        return [event_from_row(r) for r in rows]  # type: ignore[arg-type]
 
     async def state_at(self, episode_id: str, step: int) -> dict[str, Any]:
         """The episode's state after event `step` (0: its initial state): the last snapshot at or

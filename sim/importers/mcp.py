@@ -2,7 +2,7 @@
 
 The listing is read by `simia.clients.mcp_import` (this package never speaks MCP); here it
 becomes world data: tools kept in their wire shape, schemas of older JSON Schema drafts
-upgraded to 2020-12 (`simia.sim.schema_dialects`), tools simia cannot serve skipped with the
+upgraded to 2020-12 (`simia.sim.importers.dialects`), tools simia cannot serve skipped with the
 reason (an MCP-invalid or duplicate name, a schema that is not a valid object schema), the
 server's instructions as the policy, and probed calls as reference trajectories.
 
@@ -25,12 +25,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .importing import ImportedWorld, ReportEntry, mcp_tool_name, tool_schema_problem, world_name
-from .loader import TOOL_NAME
-from .schema import validate_instance
-from .schema_dialects import upgrade_schema
-from .tool_views import openai_tool_call
-from .world import ToolSpec
+from ..schema import validate_instance
+from ..world import TOOL_NAME, ToolSpec, openai_tool_call
+from .dialects import upgrade_schema
+from .imported import ImportedWorld, ReportEntry, mcp_tool_name, tool_schema_problem, world_name
 
 __all__ = ["ProbeCall", "ProbeResult", "ServerListing", "is_read_only", "parse_probe_calls", "world_from_listing"]
 

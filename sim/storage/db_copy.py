@@ -1,7 +1,7 @@
 """Copy every row of a simia database to another, between SQLite and Postgres in either direction.
 
 Both engines hold the same tables with the same columns and the same JSON text
-(`simia.sim.pg_store`), so rows move as they are. The destination is written in one
+(`simia.sim.storage.postgres`), so rows move as they are. The destination is written in one
 transaction that commits only after its row counts match the source's.
 """
 
@@ -15,15 +15,15 @@ from typing import Any
 
 import psycopg
 
-from .errors import StoreConfigError
-from .pg_store import _libpq_url, is_postgres_url, redact_url
-from .sqlite_store import _EPISODE_COLUMNS, _EVENT_COLUMNS
+from ..errors import StoreConfigError
+from .postgres import is_postgres_url, libpq_url, redact_url
+from .sql import EPISODE_COLUMNS, EVENT_COLUMNS
 
 __all__ = ["TABLES", "CopyReport", "copy_database", "count_rows"]
 
 TABLES: dict[str, list[str]] = {  # in the order rows may be inserted (events and snapshots after episodes)
-    "episodes": [*_EPISODE_COLUMNS, "snapshot_seq", "reward"],
-    "events": ["episode_id", *_EVENT_COLUMNS],
+    "episodes": [*EPISODE_COLUMNS, "snapshot_seq", "reward"],
+    "events": ["episode_id", *EVENT_COLUMNS],
     "snapshots": ["episode_id", "seq", "state"],
     "llm_cache": ["key", "replay_key", "data", "model", "created"],
 }
@@ -44,7 +44,7 @@ class CopyReport:
 def _connect(target: str) -> Iterator[Any]:
     """A DB-API connection to an existing simia database (its schema already set up by `open_store`)."""
     if is_postgres_url(target):
-        with psycopg.connect(_libpq_url(target), connect_timeout=5) as pg:
+        with psycopg.connect(libpq_url(target), connect_timeout=5) as pg:
             yield pg
     else:
         with contextlib.closing(sqlite3.connect(target.removeprefix("sqlite:///"), isolation_level=None)) as lite:

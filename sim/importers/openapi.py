@@ -37,8 +37,8 @@ import yaml
 from openapi_spec_validator.shortcuts import get_validator_cls
 from openapi_spec_validator.validation.exceptions import ValidatorDetectError
 
-from .errors import ImportSourceError
-from .importing import ImportedWorld, ReportEntry, mcp_tool_name, tool_schema_problem, unique_name, world_name
+from ..errors import ImportSourceError
+from .imported import ImportedWorld, ReportEntry, mcp_tool_name, tool_schema_problem, unique_name, world_name
 from .openapi_schemas import SchemaConverter, SchemaTooLarge, UnsupportedSchema, plain
 
 __all__ = ["MAX_SPEC_BYTES", "OperationFilter", "import_openapi", "load_spec"]

@@ -4,7 +4,7 @@ the check that a transcript's tool calls fit the tools.
 Works on anything with a tool's `name`, `description`, `input_schema` and `output_schema`
 (a world's `ToolSpec`, an MCP SDK `Tool`), so rollouts, exports, GRPO and synthesis
 show and check tools the same way. The simulator's own, fuller spec sheet of a tool
-lives in `simia.sim.prompts`.
+lives in `simia.sim.engine.prompts`.
 """
 
 from __future__ import annotations
@@ -13,11 +13,18 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from .prompts import schema_signature
-from .schema import validate_instance
-from .world import World
+from ..schema import validate_instance
+from .model import World
 
-__all__ = ["ToolLike", "check_tool_calls", "openai_tool", "openai_tool_call", "tool_card", "world_card"]
+__all__ = [
+    "ToolLike",
+    "check_tool_calls",
+    "openai_tool",
+    "openai_tool_call",
+    "schema_signature",
+    "tool_card",
+    "world_card",
+]
 
 
 class ToolLike(Protocol):
@@ -100,3 +107,41 @@ def check_tool_calls(messages: Sequence[Mapping[str, Any]], tools: Mapping[str, 
                 del pending[str(call_id)]
     problems += [f"tool call {call_id} ({name}) has no result" for call_id, name in pending.items()]
     return problems
+
+
+def schema_signature(schema: Any, depth: int = 0) -> str:
+    """A compact, TypeScript-like rendering of a JSON Schema, for prompts (a third the tokens of JSON)."""
+    if not isinstance(schema, dict):
+        return "any"
+    if "enum" in schema:
+        return "|".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"], ensure_ascii=False)
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return "|".join(schema_signature(s, depth) for s in schema[key])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return "|".join(schema_signature({**schema, "type": k}, depth) for k in kind)
+    if kind == "array":
+        return f"{schema_signature(schema.get('items', {}), depth)}[]"
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        if not props or depth > 3:
+            return "object"
+        required = set(schema.get("required") or [])
+        parts = []
+        for name, sub in props.items():
+            text = f"{name}{'' if name in required else '?'}: {schema_signature(sub, depth + 1)}"
+            if isinstance(sub, dict) and sub.get("description"):
+                text += f" /*{sub['description']}*/"
+            parts.append(text)
+        return "{" + ", ".join(parts) + "}"
+    if kind in ("integer", "number"):
+        low, high = schema.get("minimum"), schema.get("maximum")
+        return (
+            f"{kind}({'' if low is None else low}..{'' if high is None else high})"
+            if (low, high) != (None, None)
+            else kind
+        )
+    return str(kind or "any")

@@ -10,7 +10,7 @@ before any write. Version 0 is a SQLite file written before versions were kept.
 
 from __future__ import annotations
 
-from .errors import StoreSchemaError
+from ..errors import StoreSchemaError
 
 __all__ = ["SCHEMA_VERSION", "not_simia", "schema_steps"]
 

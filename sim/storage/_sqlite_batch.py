@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.request import pathname2url
 
-from .errors import StoreUnavailable
+from ..errors import StoreUnavailable
 
 __all__ = ["CHECKPOINT_EVERY", "BatchExecutor"]
 

@@ -23,9 +23,9 @@ from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ValidationError
 
-from .errors import UnknownWorldError, WorldError, WorldIssue
-from .schema import error_path, validate_instance
-from .world import Example, RealServer, SimulatorHints, Task, ToolSpec, World
+from ..errors import UnknownWorldError, WorldError, WorldIssue
+from ..schema import error_path, validate_instance
+from .model import Example, RealServer, SimulatorHints, Task, ToolSpec, World
 
 __all__ = ["LoadReport", "default_worlds_dir", "load_world", "load_worlds"]
 

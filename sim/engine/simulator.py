@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
-from .backends import Backend, CompletionRequest, Usage
-from .cache import ResponseCache, cache_key
-from .errors import BackendError, BackendOutputError, StateError
-from .prompts import PROMPT_VERSION, PastCall, answer_schema, system_prompt, user_prompt
-from .schema import validate_instance
-from .state import apply_patch, state_hash, state_text
-from .world import ToolSpec, World, compact_json
+from ..backends import Backend, CompletionRequest, Usage
+from ..errors import BackendError, BackendOutputError, StateError
+from ..records import PastCall
+from ..schema import validate_instance
+from ..storage import ResponseCache, cache_key
+from ..world import ToolSpec, World, apply_patch, compact_json, state_hash, state_text
+from .prompts import PROMPT_VERSION, answer_schema, system_prompt, user_prompt
 
 __all__ = ["ErrorKind", "Simulator", "Step", "ToolCall", "check_call"]
 
@@ -209,29 +209,55 @@ class Simulator:
             code = "unknown_tool" if tool is None else "invalid_arguments"
             return _agent_error(_recordable(call, limit), state, code, problem or "")
         start = time.monotonic()
+        keys = self._cache_keys(world, tool, state, call, seed)
+        if keys is not None and self.cache is not None:
+            hit = await self.cache.get(keys[0])
+            result = self._check(world, tool, state, hit) if hit is not None else None
+            if isinstance(result, Step):
+                return _finish(result, call, Usage(), start, 0, cached=True, model=self.backend.model)
+        return await self._simulate(world, tool, state, window, call, seed, keys, start)
+
+    def _answer_schema(self, world: World, tool: ToolSpec) -> dict[str, Any]:
+        """The answer schema of `tool`, built once per world and tool, not on every call."""
         schema = self._schemas.get((world.content_hash, tool.name))
-        if schema is None:  # built once per tool, not on every call
+        if schema is None:
             schema = self._schemas[(world.content_hash, tool.name)] = answer_schema(world, tool)
-        key = replay_key = None
-        if seed is not None:
-            digest = state_hash(state)
-            key, replay_key = (
-                cache_key(
-                    world_hash=world.content_hash,
-                    tool=tool.name,
-                    arguments=call.arguments,
-                    state_hash=digest,
-                    backend=backend,
-                    prompt_version=PROMPT_VERSION,
-                    seed=seed,
-                )
-                for backend in (self.backend.spec, "*")
+        return schema
+
+    def _cache_keys(
+        self, world: World, tool: ToolSpec, state: dict[str, Any], call: ToolCall, seed: int | None
+    ) -> tuple[str, str] | None:
+        """(this backend's cache key, the replay key any backend may serve) of a seeded call; None unseeded."""
+        if seed is None:
+            return None
+        digest = state_hash(state)
+        key, replay_key = (
+            cache_key(
+                world_hash=world.content_hash,
+                tool=tool.name,
+                arguments=call.arguments,
+                state_hash=digest,
+                backend=backend,
+                prompt_version=PROMPT_VERSION,
+                seed=seed,
             )
-            hit = await self.cache.get(key) if self.cache is not None else None
-            if hit is not None:
-                result = self._check(world, tool, state, hit)
-                if isinstance(result, Step):
-                    return _finish(result, call, Usage(), start, 0, cached=True, model=self.backend.model)
+            for backend in (self.backend.spec, "*")
+        )
+        return key, replay_key
+
+    async def _simulate(
+        self,
+        world: World,
+        tool: ToolSpec,
+        state: dict[str, Any],
+        window: Sequence[PastCall],
+        call: ToolCall,
+        seed: int | None,
+        keys: tuple[str, str] | None,
+        start: float,
+    ) -> Step:
+        """Ask the model, feeding each invalid answer's problem back, up to `max_attempts` times."""
+        schema = self._answer_schema(world, tool)
         messages = self.build_messages(world, state, window, call)
         usage = Usage()
         last_problem = ""
@@ -243,50 +269,22 @@ class Simulator:
                 max_tokens=self.max_tokens,
                 temperature=self.temperature,
                 seed=None if seed is None else seed + attempt - 1,
-                key=replay_key,
+                key=keys[1] if keys is not None else None,
             )
             try:
                 completion = await self.backend.complete(request)
             except BackendOutputError as exc:
                 last_problem = str(exc)
-                messages = [
-                    *messages,
-                    {
-                        "role": "user",
-                        "content": _feedback(
-                            "your answer was not a complete JSON object; answer with one short JSON object."
-                        ),
-                    },
-                ]
+                retry = "your answer was not a complete JSON object; answer with one short JSON object."
+                messages = [*messages, {"role": "user", "content": _feedback(retry)}]
                 continue
-            except BackendError as exc:
-                return _infra(
-                    call,
-                    state,
-                    "backend_error",
-                    f"The tool is temporarily unavailable ({_kind(exc)}).",
-                    usage,
-                    start,
-                    attempt,
-                    detail=str(exc),
-                )
-            except Exception as exc:  # a backend bug: still a recorded infra failure, never a lost call
-                log.exception("backend %s failed unexpectedly", self.backend.spec)
-                return _infra(
-                    call,
-                    state,
-                    "backend_error",
-                    "The tool is temporarily unavailable (backend error).",
-                    usage,
-                    start,
-                    attempt,
-                    detail=f"unexpected {type(exc).__name__} in {self.backend.spec}: {exc}",
-                )
+            except Exception as exc:  # BackendError, or a backend bug: a recorded infra failure, never a lost call
+                return self._backend_failed(exc, call, state, usage, start, attempt)
             usage = usage + completion.usage
             result = self._check(world, tool, state, completion.data)
             if isinstance(result, Step):
-                if key is not None and replay_key is not None and self.cache is not None:
-                    await self.cache.put(key, replay_key, completion.data, completion.model)
+                if keys is not None and self.cache is not None:
+                    await self.cache.put(keys[0], keys[1], completion.data, completion.model)
                 return _finish(result, call, usage, start, attempt, cached=False, model=completion.model)
             last_problem = result
             messages = [
@@ -304,6 +302,18 @@ class Simulator:
             self.max_attempts,
             detail=f"simulator output invalid after {self.max_attempts} attempts: {last_problem}",
         )
+
+    def _backend_failed(
+        self, exc: Exception, call: ToolCall, state: dict[str, Any], usage: Usage, start: float, attempt: int
+    ) -> Step:
+        """The infra Step of a backend that raised: its kind for the agent, the whole error for the developer."""
+        if isinstance(exc, BackendError):
+            message, detail = f"The tool is temporarily unavailable ({_kind(exc)}).", str(exc)
+        else:
+            log.exception("backend %s failed unexpectedly", self.backend.spec, exc_info=exc)
+            message = "The tool is temporarily unavailable (backend error)."
+            detail = f"unexpected {type(exc).__name__} in {self.backend.spec}: {exc}"
+        return _infra(call, state, "backend_error", message, usage, start, attempt, detail=detail)
 
     def _check(self, world: World, tool: ToolSpec, state: dict[str, Any], data: dict[str, Any]) -> Step | str:
         """Validate an answer; returns the Step, or the problem to feed back."""

@@ -1,4 +1,4 @@
-"""The store: the interface through which episodes, their events and the response cache are kept, and `open_store`.
+"""The store: the interface through which episodes, their events and the response cache are kept.
 
 `Store` lists the operations the server, the CLI and the exports use, each with
 its contract; an implementation keeps them for one database (`SqliteStore`, the
@@ -9,17 +9,13 @@ picks the implementation from a `--db` target.
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
-from pathlib import Path
 from typing import Any, Protocol
 
-from .episode_query import EpisodePage, EpisodeQuery, TaskStats
-from .errors import StoreConfigError
-from .pg_store import PgStore, is_postgres_url
-from .records import EpisodeRecord, EventRecord, Progress
-from .sqlite_store import SqliteStore
-from .verdict import Verdict
+from ..records import EpisodeRecord, EventRecord, Progress
+from ..verdict import Verdict
+from .queries import EpisodePage, EpisodeQuery, TaskStats
 
-__all__ = ["EpisodeRecord", "EventRecord", "Store", "open_store"]
+__all__ = ["Store"]
 
 
 class Store(Protocol):
@@ -38,7 +34,7 @@ class Store(Protocol):
         ...
 
     migrated_from: int | None
-    """The schema version opening the store upgraded the database from (`simia.sim.migrations`); None when
+    """The schema version opening the store upgraded the database from (`simia.sim.storage.migrations`); None when
     it was current or new."""
 
     shared: bool
@@ -69,7 +65,7 @@ class Store(Protocol):
     async def query_episodes(self, query: EpisodeQuery) -> EpisodePage:
         """One page of the episodes `query` selects, in its order, with the total that match.
 
-        Implementations run the statements of `simia.sim.episode_query.page_sql`, `error_counts_sql`
+        Implementations run the statements of `simia.sim.storage.queries.page_sql`, `error_counts_sql`
         (each row's agent and infra error counts) and `fork_counts_sql` (forks of each group root); the
         text filter reads only the newest `TEXT_SCAN_LIMIT` events and says so in `text_scan_complete`.
         """
@@ -164,7 +160,7 @@ class Store(Protocol):
         ...
 
     async def get(self, key: str) -> dict[str, Any] | None:
-        """The simulator answer cached under `key` (`simia.sim.cache.cache_key`), if any."""
+        """The simulator answer cached under `key` (`simia.sim.storage.cache.cache_key`), if any."""
         ...
 
     async def put(self, key: str, replay_key: str, data: dict[str, Any], model: str) -> None:
@@ -174,34 +170,3 @@ class Store(Protocol):
     async def close(self) -> None:
         """Finish the operations under way and release the database; idempotent."""
         ...
-
-
-def open_store(target: str | Path, *, synchronous: str = "FULL", create: bool = True, read_only: bool = False) -> Store:
-    """The store behind a `--db` target, its schema created or upgraded (`simia.sim.migrations`).
-
-    Args:
-        target: a SQLite file path (or `sqlite:///PATH`), or a `postgresql://` (`postgres://`) URL.
-        synchronous: how durable a SQLite commit is: FULL (default) survives power loss, NORMAL
-            survives a crash of the process only (Postgres commits follow the server's settings).
-        create: create the tables in an empty Postgres database (False: refuse it, for readers; a
-            SQLite reader checks its file first, `simia.cli._common.readable_db`).
-        read_only: open an existing database of the current schema without writing to it (the viewer);
-            writes then fail.
-
-    Raises:
-        StoreConfigError: a URL no store implementation opens, or a database that cannot be reached.
-        StoreSchemaError: a database of a newer schema, or not simia's (nothing is written).
-    """
-    if isinstance(target, Path):
-        return SqliteStore(target, synchronous=synchronous, read_only=read_only)
-    scheme, sep, rest = target.partition("://")
-    if not sep:
-        return SqliteStore(target, synchronous=synchronous, read_only=read_only)
-    if scheme == "sqlite" and rest.startswith("/"):
-        return SqliteStore(rest[1:], synchronous=synchronous, read_only=read_only)
-    if is_postgres_url(target):
-        return PgStore(target, create=create, read_only=read_only)
-    raise StoreConfigError(
-        f"cannot open a database from a {scheme}:// URL; pass a SQLite file path or sqlite:///PATH "
-        "(three slashes, then the path), or postgresql://USER@HOST:PORT/DB"
-    )

@@ -1,7 +1,7 @@
 """The SQLite store: episodes, their events and state snapshots, and the response cache, in one WAL file.
 
-`SqliteStore` implements `simia.sim.store.Store` with the schema and row mapping
-here, on one connection driven by `simia.sim._sqlite_batch.BatchExecutor` (group
+`SqliteStore` implements `simia.sim.storage.protocol.Store` with the schema and row mapping
+here, on one connection driven by `simia.sim.storage._sqlite_batch.BatchExecutor` (group
 commits; a call is answered only after its transaction commits).
 """
 
@@ -11,13 +11,18 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from ..errors import StoreConflict, StoreSchemaError
+from ..records import EpisodeRecord, EventRecord, Progress
+from ..verdict import Verdict
+from ..world import apply_patch, compact_json
 from ._sqlite_batch import BatchExecutor
 from .cache import CACHE_TABLE_SQL, read_cached, write_cached
-from .episode_query import (
+from .migrations import SCHEMA_VERSION, schema_steps
+from .queries import (
     TEXT_SCAN_LIMIT,
     EpisodePage,
     EpisodeQuery,
@@ -28,18 +33,25 @@ from .episode_query import (
     page_sql,
     task_stats_sql,
 )
-from .errors import StoreConflict, StoreSchemaError
-from .migrations import SCHEMA_VERSION, schema_steps
-from .records import EpisodeRecord, EventRecord, Progress
-from .state import apply_patch
-from .verdict import Verdict
-from .world import compact_json
+from .sql import (
+    CONSISTENCY_SQL,
+    EPISODE_COLUMNS,
+    EVENT_COLUMNS,
+    INDEX_SQL,
+    INSERT_EPISODE,
+    JSON_EPISODE,
+    PROGRESS_SQL,
+    SET_STATUS_SQL,
+    SNAPSHOT_EVERY,
+    consistency_report,
+    episode_from_row,
+    event_from_row,
+    list_sql,
+    progress_from_rows,
+    set_status_params,
+)
 
-__all__ = ["CONSISTENCY_SQL", "MIGRATIONS", "SNAPSHOT_EVERY", "SqliteStore", "consistency_report"]
-
-SNAPSHOT_EVERY = 16
-"""A state-changing event writes a snapshot when the last one is this many events back; the states in
-between are the snapshot plus the events' patches (`state_at`), so a call does not write the whole state twice."""
+__all__ = ["MIGRATIONS", "SqliteStore"]
 
 SCHEMA_SQL = (
     """
@@ -108,35 +120,8 @@ CREATE TABLE IF NOT EXISTS snapshots (
 )
 
 
-INDEX_SQL = """
-CREATE INDEX IF NOT EXISTS episodes_created ON episodes (created_at);
-CREATE INDEX IF NOT EXISTS episodes_principal_created ON episodes (principal, created_at);
-CREATE INDEX IF NOT EXISTS episodes_task ON episodes (world, task, reward);
-CREATE INDEX IF NOT EXISTS episodes_principal_task ON episodes (principal, world, task, reward);
-CREATE INDEX IF NOT EXISTS episodes_group ON episodes (group_id);
-"""
-"""Indexes of the viewer's queries (`simia.sim.episode_query`), each for every episode (`simia view`) and for one
-principal's (`simia serve`): the newest page read from an index walk instead of a sort of the table, the
-per-task rewards from a covering index, and fork groups by their root. They change only when an episode is
-created or judged, never on a call."""
-
-_EPISODE_COLUMNS = [
-    "id", "world", "world_hash", "task", "seed", "principal", "status", "seq", "calls", "prompt_tokens",
-    "completion_tokens", "cost_usd", "initial_state", "state", "parent_id", "fork_step", "group_id", "verdict",
-    "transcript", "tokens", "status_reason", "created_at", "updated_at", "ended_at", "perturbation",
-]  # fmt: skip
-_JSON_EPISODE = {"initial_state", "state", "verdict", "transcript", "tokens", "perturbation"}
-_EVENT_COLUMNS = [
-    "seq", "request_key", "tool", "arguments", "output", "text", "is_error", "error_code", "error_kind",
-    "state_patch", "usage", "latency_ms", "model", "detail", "created_at", "injected",
-    "source",
-]  # fmt: skip
-_JSON_EVENT = {"arguments", "output", "state_patch", "usage"}
-_INSERT_EPISODE = "INSERT INTO episodes ({}) VALUES ({})".format(
-    ", ".join(_EPISODE_COLUMNS), ", ".join("?" * len(_EPISODE_COLUMNS))
-)
 _INSERT_EVENT = "INSERT INTO events (episode_id, {}) VALUES ({})".format(
-    ", ".join(_EVENT_COLUMNS), ", ".join("?" * (len(_EVENT_COLUMNS) + 1))
+    ", ".join(EVENT_COLUMNS), ", ".join("?" * (len(EVENT_COLUMNS) + 1))
 )
 _ADVANCE = (
     "UPDATE episodes SET seq = seq + 1, calls = calls + ?, prompt_tokens = prompt_tokens + ?, "
@@ -151,111 +136,6 @@ def _advance_sql(*, with_state: bool, expected: bool) -> str:
     the episode is still active at that `seq`)."""
     sql = _ADVANCE.replace("updated_at = ?", "updated_at = ?, state = ?") if with_state else _ADVANCE
     return sql.replace("WHERE id = ?", "WHERE id = ? AND seq = ? AND status = 'active'") if expected else sql
-
-
-def list_sql(
-    *,
-    world: str | None,
-    status: str | None,
-    principal: str | None,
-    task: str | None,
-    since: float | None,
-    ph: str = "?",
-) -> tuple[str, list[Any]]:
-    """`Store.list_episodes`'s statement and parameters (the limit is the statement's last parameter, not
-    among them); `ph` is the engine's placeholder."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    for column, value in (("world", world), ("status", status), ("principal", principal), ("task", task)):
-        if value is not None:
-            clauses.append(f"{column} = {ph}")
-            params.append(value)
-    if since is not None:
-        clauses.append(f"created_at >= {ph}")
-        params.append(since)
-    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    return f"SELECT * FROM episodes {where} ORDER BY created_at LIMIT {ph}", params
-
-
-SET_STATUS_SQL = (
-    "UPDATE episodes SET status = ?, status_reason = COALESCE(?, status_reason), "
-    "verdict = COALESCE(?, verdict), reward = CASE WHEN ? THEN ? ELSE reward END, "
-    "transcript = COALESCE(?, transcript), tokens = COALESCE(?, tokens), updated_at = ?, "
-    "ended_at = CASE WHEN ? = 'active' THEN NULL ELSE COALESCE(ended_at, ?) END WHERE id = ?"
-)
-"""`Store.set_status`'s statement (parameters: `set_status_params`): fields given as None stay as they are."""
-
-
-def set_status_params(
-    episode_id: str,
-    status: str,
-    reason: str | None,
-    verdict: Verdict | None,
-    transcript: list[dict[str, Any]] | None,
-    tokens: dict[str, Any] | None,
-) -> tuple[Any, ...]:
-    """The parameters of `SET_STATUS_SQL`, `updated_at` (and a first `ended_at`) now."""
-    now = time.time()
-    return (
-        status,
-        reason,
-        compact_json(verdict.as_json()) if verdict is not None else None,
-        verdict is not None,
-        verdict.reward if verdict is not None else None,
-        compact_json(transcript) if transcript is not None else None,
-        compact_json(tokens) if tokens is not None else None,
-        now,
-        status,
-        now,
-        episode_id,
-    )
-
-
-CONSISTENCY_SQL = (
-    "SELECT e.id FROM episodes e LEFT JOIN (SELECT episode_id, COUNT(*) AS n, MAX(seq) AS top FROM events "
-    "GROUP BY episode_id) v ON v.episode_id = e.id "
-    "WHERE e.seq <> COALESCE(v.top, 0) OR COALESCE(v.n, 0) <> COALESCE(v.top, 0) ORDER BY e.id LIMIT 5"
-)
-"""Episodes whose `seq` is not their last event's, or whose events are not numbered 1..seq without gaps."""
-
-
-def consistency_report(bad: list[str]) -> str:
-    """What `integrity_check` says about the ids `CONSISTENCY_SQL` found."""
-    if not bad:
-        return "ok"
-    return f"episodes whose seq disagrees with their events (gaps or a lost event): {', '.join(bad)}"
-
-
-def _episode_from_row(row: sqlite3.Row) -> EpisodeRecord:
-    values = {
-        k: (json.loads(row[k]) if k in _JSON_EPISODE and row[k] is not None else row[k]) for k in _EPISODE_COLUMNS
-    }
-    if values["verdict"] is not None:
-        values["verdict"] = Verdict.model_validate(values["verdict"])
-    return EpisodeRecord(**values)
-
-
-def _event_from_row(row: sqlite3.Row) -> EventRecord:
-    values = {k: (json.loads(row[k]) if k in _JSON_EVENT and row[k] is not None else row[k]) for k in _EVENT_COLUMNS}
-    values["is_error"] = bool(values["is_error"])
-    return EventRecord(**values)
-
-
-PROGRESS_SQL = (
-    f"SELECT ep.seq AS at_seq, ep.status AS at_status, {', '.join(f'ev.{c}' for c in _EVENT_COLUMNS)} "
-    "FROM episodes ep LEFT JOIN events ev ON ev.episode_id = ep.id AND ev.seq > ? AND ev.seq <= ? "
-    "WHERE ep.id = ? ORDER BY ev.seq"
-)
-"""`Store.progress` in one statement (parameters: after, after + limit, the episode id): one row per event
-after `after`, or one row with no event when there is none; no row when there is no such episode."""
-
-
-def progress_from_rows(rows: Sequence[sqlite3.Row]) -> Progress | None:
-    """The `Progress` that `PROGRESS_SQL`'s rows describe."""
-    if not rows:
-        return None
-    events = [_event_from_row(r) for r in rows if r["seq"] is not None]
-    return Progress(int(rows[0]["at_seq"]), str(rows[0]["at_status"]), events)
 
 
 def _from_unversioned(conn: sqlite3.Connection) -> None:
@@ -284,11 +164,11 @@ def _no_setup(conn: sqlite3.Connection) -> None:
 
 
 def _postgres_only(conn: sqlite3.Connection) -> None:
-    """Migration 1 -> 2 changed Postgres's indexes only (`simia.sim.migrations.SCHEMA_VERSION`)."""
+    """Migration 1 -> 2 changed Postgres's indexes only (`simia.sim.storage.migrations.SCHEMA_VERSION`)."""
 
 
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_from_unversioned, _postgres_only]
-"""Step `v` brings a database at schema version `v` to `v + 1` (`simia.sim.migrations`); a new step
+"""Step `v` brings a database at schema version `v` to `v + 1` (`simia.sim.storage.migrations`); a new step
 checks what it changes, so a step that fails half-way can run again."""
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
@@ -371,11 +251,11 @@ class SqliteStore:
         def run(conn: sqlite3.Connection) -> EpisodeRecord:
             values = [
                 compact_json(getattr(episode, k))
-                if k in _JSON_EPISODE and getattr(episode, k) is not None
+                if k in JSON_EPISODE and getattr(episode, k) is not None
                 else getattr(episode, k)
-                for k in _EPISODE_COLUMNS
+                for k in EPISODE_COLUMNS
             ]
-            conn.execute(_INSERT_EPISODE, values)
+            conn.execute(INSERT_EPISODE, values)
             return episode
 
         return await self._db.run(run, point=True)
@@ -383,7 +263,7 @@ class SqliteStore:
     async def get_episode(self, episode_id: str) -> EpisodeRecord | None:
         def run(conn: sqlite3.Connection) -> EpisodeRecord | None:
             row = conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
-            return _episode_from_row(row) if row else None
+            return episode_from_row(row) if row else None
 
         return await self._db.run(run, point=True)
 
@@ -400,7 +280,7 @@ class SqliteStore:
         sql, params = list_sql(world=world, status=status, principal=principal, task=task, since=since)
 
         def run(conn: sqlite3.Connection) -> list[EpisodeRecord]:
-            return [_episode_from_row(r) for r in conn.execute(sql, [*params, limit]).fetchall()]
+            return [episode_from_row(r) for r in conn.execute(sql, [*params, limit]).fetchall()]
 
         return await self._db.run(run)
 
@@ -514,7 +394,7 @@ class SqliteStore:
             seq, snapshot_seq = rows[0]
             event.seq = seq
             e = event
-            values = (  # episode_id, then _EVENT_COLUMNS in order
+            values = (  # episode_id, then EVENT_COLUMNS in order
                 episode_id,
                 seq,
                 e.request_key,
@@ -555,19 +435,19 @@ class SqliteStore:
 
         def run(conn: sqlite3.Connection) -> list[EventRecord]:
             rows = conn.execute(
-                f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = ? ORDER BY seq DESC LIMIT ?",
+                f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE episode_id = ? ORDER BY seq DESC LIMIT ?",
                 (episode_id, n),
             ).fetchall()
-            return [_event_from_row(r) for r in reversed(rows)]
+            return [event_from_row(r) for r in reversed(rows)]
 
         return await self._db.run(run, point=True) if n > 0 else []
 
     async def events(self, episode_id: str) -> list[EventRecord]:
         def run(conn: sqlite3.Connection) -> list[EventRecord]:
             rows = conn.execute(
-                f"SELECT {', '.join(_EVENT_COLUMNS)} FROM events WHERE episode_id = ? ORDER BY seq", (episode_id,)
+                f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE episode_id = ? ORDER BY seq", (episode_id,)
             )
-            return [_event_from_row(r) for r in rows]
+            return [event_from_row(r) for r in rows]
 
         return await self._db.run(run)
 

@@ -1,14 +1,14 @@
 """OpenAPI Schema Objects (Swagger 2.0, OpenAPI 3.0 and 3.1) as self-contained JSON Schema 2020-12.
 
 `SchemaConverter.convert` walks a schema whose `$ref`s are jsonref proxies (resolved lazily by
-the maintained `jsonref` library, see `simia.sim.openapi_import`) and returns a plain schema
+the maintained `jsonref` library, see `simia.sim.importers.openapi`) and returns a plain schema
 with every reference inlined: tool schemas must stand alone, because simia embeds them in
 larger schemas (the structured action, the simulator's answer) where a `#/...` pointer would
 point somewhere else. On the way it converts what is OpenAPI rather than JSON Schema:
 
     nullable: true / x-nullable: true     ->  type: [T, "null"] (or anyOf with null)
     example: X                            ->  examples: [X]
-    exclusiveMinimum: true (2.0, 3.0)     ->  the 2020-12 number form (simia.sim.schema_dialects)
+    exclusiveMinimum: true (2.0, 3.0)     ->  the 2020-12 number form (simia.sim.importers.dialects)
     readOnly properties in a request, writeOnly ones in a response   ->  left out
     discriminator, xml, externalDocs, x-* extensions                 ->  dropped (no validation meaning)
 
@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 from jsonref import JsonRef
 
-from .schema_dialects import SUBSCHEMA_LISTS, SUBSCHEMA_MAPS, SUBSCHEMA_SINGLE, upgrade_schema
+from ..errors import SchemaTooLarge, UnsupportedSchema
+from .dialects import SUBSCHEMA_LISTS, SUBSCHEMA_MAPS, SUBSCHEMA_SINGLE, upgrade_schema
 
 __all__ = ["Direction", "SchemaConverter", "SchemaTooLarge", "UnsupportedSchema", "plain", "ref_uri"]
 
@@ -31,14 +32,6 @@ Direction = Literal["request", "response"]
 
 _DROPPED = {"discriminator", "xml", "externalDocs", "nullable", "x-nullable", "$schema", "$id", "$anchor"}
 _DROPPED |= {"$dynamicAnchor", "$defs", "definitions", "id"}
-
-
-class UnsupportedSchema(ValueError):
-    """A schema simia cannot express as a tool schema (e.g. Swagger's `type: file`)."""
-
-
-class SchemaTooLarge(ValueError):
-    """Inlining every `$ref` made the schema larger than the converter's node budget."""
 
 
 def ref_uri(ref: JsonRef) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .tool_views import ToolLike, tool_card
+from ..world import ToolLike, tool_card
 
 __all__ = ["ANSWER_FORMAT", "FunctionTool", "action_instructions", "action_messages", "action_schema", "read_action"]
 

@@ -1,6 +1,6 @@
 """A world: the data that defines one simulated environment (tools, policy, state, examples, tasks).
 
-Worlds are pure data, loaded from a folder in `tool_specs/` by `simia.sim.loader`
+Worlds are pure data, loaded from a folder in `tool_specs/` by `simia.sim.world.loader`
 into these frozen pydantic models. Tools use MCP's own wire shape (camelCase on
 the wire, snake_case in Python) plus simia's `errors` list, so the `tools` array
 of any server's `tools/list` answer is a valid tools list.
@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import to_json
 
-from .perturbation import Perturbation
+from ..perturbation import Perturbation
 
 __all__ = [
     "ABSENT",
@@ -135,7 +135,7 @@ class SimulatorHints(_Strict):
         description="More error codes every tool of this world may return (beside the generic ones).",
     )
     perturbation: Perturbation | None = Field(
-        default=None, description="Inject realistic faults into this world's episodes (see simia.sim.perturbation)."
+        default=None, description="Inject realistic faults into this world's episodes (see simia.sim.engine.faults)."
     )
 
 

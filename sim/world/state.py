@@ -15,9 +15,9 @@ from typing import Any
 
 import jsonpointer
 
-from .errors import StateError
-from .schema import validate_instance
-from .world import canonical_json, compact_json
+from ..errors import StateError
+from ..schema import validate_instance
+from .model import canonical_json, compact_json
 
 __all__ = ["apply_patch", "is_missing", "needles_of", "resolve_pointer", "slice_state", "state_hash", "state_text"]
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import jsonpatch
 
+from ..world import World
 from .judge import EpisodeView, Judge
-from .world import World
 
 __all__ = ["AdversarialReport", "load_cases", "run_adversarial"]
 

@@ -1,0 +1,28 @@
+"""The simulation engine: one tool call in, a validated result and a new state out.
+
+`Simulator.step` builds one structured model request from the world, the state and a window of recent
+calls (`prompts`), and checks the answer against the tool's output schema and the state's schema before
+it is returned; `faults` draws and applies the realistic faults of a perturbed episode.
+"""
+
+from __future__ import annotations
+
+from .faults import applicable, choose_fault, injected_error, perturb_output
+from .prompts import PROMPT_VERSION, answer_schema, system_prompt, user_prompt
+from .simulator import ErrorKind, Simulator, Step, ToolCall, check_call
+
+__all__ = [
+    "PROMPT_VERSION",
+    "ErrorKind",
+    "Simulator",
+    "Step",
+    "ToolCall",
+    "answer_schema",
+    "applicable",
+    "check_call",
+    "choose_fault",
+    "injected_error",
+    "perturb_output",
+    "system_prompt",
+    "user_prompt",
+]

@@ -1,0 +1,170 @@
+"""The SQL both stores share: the column lists, the row mapping, and the statements written once for SQLite
+and Postgres (each engine swaps in its placeholder where it differs).
+
+`simia.sim.storage.sqlite` and `simia.sim.storage.postgres` import these; neither imports the other.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..records import EpisodeRecord, EventRecord, Progress
+from ..verdict import Verdict
+from ..world import compact_json
+
+__all__ = [
+    "CONSISTENCY_SQL",
+    "EPISODE_COLUMNS",
+    "EVENT_COLUMNS",
+    "INDEX_SQL",
+    "INSERT_EPISODE",
+    "JSON_EPISODE",
+    "JSON_EVENT",
+    "PROGRESS_SQL",
+    "SET_STATUS_SQL",
+    "SNAPSHOT_EVERY",
+    "consistency_report",
+    "episode_from_row",
+    "event_from_row",
+    "list_sql",
+    "progress_from_rows",
+    "set_status_params",
+]
+
+SNAPSHOT_EVERY = 16
+"""A state-changing event writes a snapshot when the last one is this many events back; the states in
+between are the snapshot plus the events' patches (`state_at`), so a call does not write the whole state twice."""
+
+INDEX_SQL = """
+CREATE INDEX IF NOT EXISTS episodes_created ON episodes (created_at);
+CREATE INDEX IF NOT EXISTS episodes_principal_created ON episodes (principal, created_at);
+CREATE INDEX IF NOT EXISTS episodes_task ON episodes (world, task, reward);
+CREATE INDEX IF NOT EXISTS episodes_principal_task ON episodes (principal, world, task, reward);
+CREATE INDEX IF NOT EXISTS episodes_group ON episodes (group_id);
+"""
+"""Indexes of the viewer's queries (`simia.sim.storage.queries`), each for every episode (`simia view`) and for one
+principal's (`simia serve`): the newest page read from an index walk instead of a sort of the table, the
+per-task rewards from a covering index, and fork groups by their root. They change only when an episode is
+created or judged, never on a call."""
+
+EPISODE_COLUMNS = [
+    "id", "world", "world_hash", "task", "seed", "principal", "status", "seq", "calls", "prompt_tokens",
+    "completion_tokens", "cost_usd", "initial_state", "state", "parent_id", "fork_step", "group_id", "verdict",
+    "transcript", "tokens", "status_reason", "created_at", "updated_at", "ended_at", "perturbation",
+]  # fmt: skip
+JSON_EPISODE = {"initial_state", "state", "verdict", "transcript", "tokens", "perturbation"}
+EVENT_COLUMNS = [
+    "seq", "request_key", "tool", "arguments", "output", "text", "is_error", "error_code", "error_kind",
+    "state_patch", "usage", "latency_ms", "model", "detail", "created_at", "injected",
+    "source",
+]  # fmt: skip
+JSON_EVENT = {"arguments", "output", "state_patch", "usage"}
+INSERT_EPISODE = "INSERT INTO episodes ({}) VALUES ({})".format(
+    ", ".join(EPISODE_COLUMNS), ", ".join("?" * len(EPISODE_COLUMNS))
+)
+
+
+def list_sql(
+    *,
+    world: str | None,
+    status: str | None,
+    principal: str | None,
+    task: str | None,
+    since: float | None,
+    ph: str = "?",
+) -> tuple[str, list[Any]]:
+    """`Store.list_episodes`'s statement and parameters (the limit is the statement's last parameter, not
+    among them); `ph` is the engine's placeholder."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, value in (("world", world), ("status", status), ("principal", principal), ("task", task)):
+        if value is not None:
+            clauses.append(f"{column} = {ph}")
+            params.append(value)
+    if since is not None:
+        clauses.append(f"created_at >= {ph}")
+        params.append(since)
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    return f"SELECT * FROM episodes {where} ORDER BY created_at LIMIT {ph}", params
+
+
+SET_STATUS_SQL = (
+    "UPDATE episodes SET status = ?, status_reason = COALESCE(?, status_reason), "
+    "verdict = COALESCE(?, verdict), reward = CASE WHEN ? THEN ? ELSE reward END, "
+    "transcript = COALESCE(?, transcript), tokens = COALESCE(?, tokens), updated_at = ?, "
+    "ended_at = CASE WHEN ? = 'active' THEN NULL ELSE COALESCE(ended_at, ?) END WHERE id = ?"
+)
+"""`Store.set_status`'s statement (parameters: `set_status_params`): fields given as None stay as they are."""
+
+
+def set_status_params(
+    episode_id: str,
+    status: str,
+    reason: str | None,
+    verdict: Verdict | None,
+    transcript: list[dict[str, Any]] | None,
+    tokens: dict[str, Any] | None,
+) -> tuple[Any, ...]:
+    """The parameters of `SET_STATUS_SQL`, `updated_at` (and a first `ended_at`) now."""
+    now = time.time()
+    return (
+        status,
+        reason,
+        compact_json(verdict.as_json()) if verdict is not None else None,
+        verdict is not None,
+        verdict.reward if verdict is not None else None,
+        compact_json(transcript) if transcript is not None else None,
+        compact_json(tokens) if tokens is not None else None,
+        now,
+        status,
+        now,
+        episode_id,
+    )
+
+
+CONSISTENCY_SQL = (
+    "SELECT e.id FROM episodes e LEFT JOIN (SELECT episode_id, COUNT(*) AS n, MAX(seq) AS top FROM events "
+    "GROUP BY episode_id) v ON v.episode_id = e.id "
+    "WHERE e.seq <> COALESCE(v.top, 0) OR COALESCE(v.n, 0) <> COALESCE(v.top, 0) ORDER BY e.id LIMIT 5"
+)
+"""Episodes whose `seq` is not their last event's, or whose events are not numbered 1..seq without gaps."""
+
+
+def consistency_report(bad: list[str]) -> str:
+    """What `integrity_check` says about the ids `CONSISTENCY_SQL` found."""
+    if not bad:
+        return "ok"
+    return f"episodes whose seq disagrees with their events (gaps or a lost event): {', '.join(bad)}"
+
+
+def episode_from_row(row: Mapping[str, Any]) -> EpisodeRecord:
+    values = {k: (json.loads(row[k]) if k in JSON_EPISODE and row[k] is not None else row[k]) for k in EPISODE_COLUMNS}
+    if values["verdict"] is not None:
+        values["verdict"] = Verdict.model_validate(values["verdict"])
+    return EpisodeRecord(**values)
+
+
+def event_from_row(row: Mapping[str, Any]) -> EventRecord:
+    values = {k: (json.loads(row[k]) if k in JSON_EVENT and row[k] is not None else row[k]) for k in EVENT_COLUMNS}
+    values["is_error"] = bool(values["is_error"])
+    return EventRecord(**values)
+
+
+PROGRESS_SQL = (
+    f"SELECT ep.seq AS at_seq, ep.status AS at_status, {', '.join(f'ev.{c}' for c in EVENT_COLUMNS)} "
+    "FROM episodes ep LEFT JOIN events ev ON ev.episode_id = ep.id AND ev.seq > ? AND ev.seq <= ? "
+    "WHERE ep.id = ? ORDER BY ev.seq"
+)
+"""`Store.progress` in one statement (parameters: after, after + limit, the episode id): one row per event
+after `after`, or one row with no event when there is none; no row when there is no such episode."""
+
+
+def progress_from_rows(rows: Sequence[Mapping[str, Any]]) -> Progress | None:
+    """The `Progress` that `PROGRESS_SQL`'s rows describe."""
+    if not rows:
+        return None
+    events = [event_from_row(r) for r in rows if r["seq"] is not None]
+    return Progress(int(rows[0]["at_seq"]), str(rows[0]["at_status"]), events)

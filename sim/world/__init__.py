@@ -1,0 +1,71 @@
+"""The world: the data that defines one simulated environment, and the state it is played in.
+
+A world is loaded from a folder (`load_world`), validated on load, and written back safely (`write_world`);
+its state is a JSON object passed in and returned (`apply_patch`, `resolve_pointer`); `tool_views` renders
+its tools for agents and trainers. Everything here is data and pure functions: no model, no database.
+"""
+
+from __future__ import annotations
+
+from .files import atomic_write_text, check_target, write_world
+from .loader import TOOL_NAME, WORLD_NAME, LoadReport, default_worlds_dir, load_world, load_worlds
+from .model import (
+    ABSENT,
+    GENERIC_ERRORS,
+    Example,
+    RealServer,
+    SimulatorHints,
+    Task,
+    ToolErrorSpec,
+    ToolSpec,
+    World,
+    canonical_json,
+    compact_json,
+)
+from .state import apply_patch, is_missing, needles_of, resolve_pointer, slice_state, state_hash, state_text
+from .tool_views import (
+    ToolLike,
+    check_tool_calls,
+    openai_tool,
+    openai_tool_call,
+    schema_signature,
+    tool_card,
+    world_card,
+)
+
+__all__ = [
+    "ABSENT",
+    "GENERIC_ERRORS",
+    "TOOL_NAME",
+    "WORLD_NAME",
+    "Example",
+    "LoadReport",
+    "RealServer",
+    "SimulatorHints",
+    "Task",
+    "ToolErrorSpec",
+    "ToolLike",
+    "ToolSpec",
+    "World",
+    "apply_patch",
+    "atomic_write_text",
+    "canonical_json",
+    "check_target",
+    "check_tool_calls",
+    "compact_json",
+    "default_worlds_dir",
+    "is_missing",
+    "load_world",
+    "load_worlds",
+    "needles_of",
+    "openai_tool",
+    "openai_tool_call",
+    "resolve_pointer",
+    "schema_signature",
+    "slice_state",
+    "state_hash",
+    "state_text",
+    "tool_card",
+    "world_card",
+    "write_world",
+]
