@@ -13,7 +13,7 @@ from .judge import JUDGE_PROMPT_VERSION, EpisodeView, Judge, data_block
 from .rejudge import rejudge
 from .rules import json_equal, rule_checks
 from .step_grade import DIMENSIONS, GradeError, Score, StepGrade, grade_step
-from .transcript import fabricated_claims, recorded_calls, transcript_mismatches
+from .transcript import RecordedCall, fabricated_claims, recorded_calls, transcript_mismatches
 
 __all__ = [
     "DIMENSIONS",
@@ -22,6 +22,7 @@ __all__ = [
     "EpisodeView",
     "GradeError",
     "Judge",
+    "RecordedCall",
     "Score",
     "StepGrade",
     "data_block",

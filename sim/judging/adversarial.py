@@ -20,6 +20,7 @@ import jsonpatch
 
 from ..world import World
 from .judge import EpisodeView, Judge
+from .transcript import RecordedCall
 
 __all__ = ["AdversarialReport", "load_cases", "run_adversarial"]
 
@@ -34,7 +35,7 @@ def load_cases(path: Path = CASES) -> list[dict[str, Any]]:
 def case_view(world: World, case: dict[str, Any]) -> EpisodeView:
     initial = copy.deepcopy(world.initial_state)
     final = jsonpatch.apply_patch(initial, case["state_patch"]) if case["state_patch"] else initial
-    return EpisodeView(initial, final, case["calls"], case["transcript"])
+    return EpisodeView(initial, final, [RecordedCall.of(c) for c in case["calls"]], case["transcript"])
 
 
 @dataclass

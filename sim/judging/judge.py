@@ -24,7 +24,7 @@ from ..errors import BackendError
 from ..verdict import Criterion, Verdict
 from ..world import Task, World
 from .rules import rule_checks
-from .transcript import mismatches, recorded_calls
+from .transcript import RecordedCall, mismatches, recorded_calls
 
 __all__ = ["JUDGE_PROMPT_VERSION", "JUDGE_SYSTEM", "VERDICT_SCHEMA", "EpisodeView", "Judge", "data_block"]
 
@@ -42,7 +42,7 @@ class EpisodeView:
 
     initial_state: dict[str, Any]
     final_state: dict[str, Any]
-    calls: list[dict[str, Any]] = field(default_factory=list)  # recorded: tool, arguments, output/text, is_error
+    calls: list[RecordedCall] = field(default_factory=list)
     transcript: list[dict[str, Any]] | None = None
     infra_failures: int = 0
 
@@ -71,11 +71,11 @@ def _episode_payload(view: EpisodeView) -> dict[str, Any]:
     return {
         "recorded_tool_calls": [
             {
-                "tool": c["tool"],
-                "arguments": c["arguments"],
-                "is_error": c.get("is_error", False),
-                "result": c.get("output") if not c.get("is_error") else c.get("text"),
-                **({"injected_fault": c["injected"]} if c.get("injected") else {}),
+                "tool": c.tool,
+                "arguments": c.arguments,
+                "is_error": c.is_error,
+                "result": c.output if not c.is_error else c.text,
+                **({"injected_fault": c.injected} if c.injected else {}),
             }
             for c in view.calls
         ],

@@ -12,20 +12,18 @@ import difflib
 import importlib.util
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jsonpatch
-import yaml
-from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ValidationError
 
 from ..errors import UnknownWorldError, WorldError, WorldIssue
-from ..schema import error_path, validate_instance
+from ..schema import validate_instance
 from .model import Example, RealServer, SimulatorHints, Task, ToolSpec, World
+from .validation import IssueCollector, check_schema, is_json_pointer, read_json, read_text, read_yaml
 
 __all__ = ["LoadReport", "default_worlds_dir", "load_world", "load_worlds"]
 
@@ -47,69 +45,6 @@ def default_worlds_dir() -> Path:
     return local
 
 
-def _json_path(loc: Iterable[str | int]) -> str:
-    out = "$"
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out
-
-
-class _Collector:
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.issues: list[WorldIssue] = []
-
-    def add(self, file: str, path: str, message: str, hint: str = "", line: int | None = None) -> None:
-        self.issues.append(WorldIssue(file=file, path=path, message=message, hint=hint, line=line))
-
-    def pydantic(self, file: str, prefix: str, err: ValidationError, model: type[BaseModel]) -> None:
-        for item in err.errors():
-            loc = [p for p in item["loc"] if not isinstance(p, str) or not p.startswith("function-")]
-            path = error_path(prefix, loc)
-            kind = item["type"]
-            if kind == "extra_forbidden":
-                name = str(loc[-1]) if loc else ""
-                known = _known_fields(model, loc[:-1])
-                close = difflib.get_close_matches(name, known, n=1)
-                hint = f"did you mean {close[0]!r}?" if close else f"allowed fields: {', '.join(known)}"
-                self.add(file, path, f"unknown field {name!r}", hint)
-            elif kind == "missing":
-                self.add(file, path, "missing required field", f"add {str(loc[-1])!r}")
-            else:
-                self.add(file, path, item["msg"], f"got {_short(item.get('input'))}")
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _known_fields(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
-    """Field names (wire names) of the model that `loc` points into, best effort."""
-    current: type[BaseModel] = model
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        info = current.model_fields.get(part) or next(
-            (f for f in current.model_fields.values() if f.alias == part), None
-        )
-        inner = _model_in(info.annotation) if info else None
-        if inner is None:
-            break
-        current = inner
-    return sorted((f.alias or n) for n, f in current.model_fields.items())
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_in(arg)
-        if found:
-            return found
-    return None
-
-
 class _WorldFile(BaseModel):
     """The shape of world.yaml (validated before the parts are assembled)."""
 
@@ -126,96 +61,6 @@ class _WorldFile(BaseModel):
     real_server: RealServer | None = None
 
 
-def _outside(path: Path, issues: _Collector) -> bool:
-    """Whether `path` leads out of the world's folder (a symlink, or `..` in a link): such a file is not read, so a
-    world from elsewhere cannot pull another file of this machine into its prompts and answers."""
-    try:
-        inside = path.resolve().is_relative_to(issues.folder.resolve())
-    except (OSError, RuntimeError):  # a symlink loop
-        inside = False
-    if not inside:
-        issues.add(
-            str(path), "$", "the file leads outside the world's folder", "copy it into the folder; do not link it"
-        )
-    return not inside
-
-
-def _read_yaml(path: Path, issues: _Collector) -> Any:
-    if _outside(path, issues):
-        return None
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        line = mark.line + 1 if mark else None
-        issues.add(str(path), "$", f"YAML syntax error: {exc.problem}", "fix the YAML syntax at that line", line)
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        issues.add(str(path), "$", f"cannot read YAML: {exc}", "save the file as UTF-8 YAML")
-    return None
-
-
-def _read_text(path: Path, issues: _Collector, kind: str) -> str | None:
-    """A text file as UTF-8; None (and an issue naming the file) when it cannot be read."""
-    if _outside(path, issues):
-        return None
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        issues.add(str(path), "$", f"not UTF-8 text (byte {exc.start})", f"save the {kind} as UTF-8")
-    except OSError as exc:
-        issues.add(str(path), "$", f"cannot read the file: {exc.strerror}", "check the file's permissions")
-    return None
-
-
-def _read_json(path: Path, issues: _Collector) -> Any:
-    if _outside(path, issues):
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        issues.add(
-            str(path),
-            "$",
-            f"JSON syntax error: {exc.msg} (column {exc.colno})",
-            "fix the JSON syntax",
-            exc.lineno,
-        )
-    except UnicodeDecodeError as exc:
-        issues.add(str(path), "$", f"cannot read JSON: {exc}", "save the file as UTF-8 JSON")
-    except RecursionError:
-        issues.add(str(path), "$", "JSON nested too deeply to read", "flatten the data (nesting over ~1000 levels)")
-    return None
-
-
-def _check_schema(schema: dict[str, Any], file: str, path: str, issues: _Collector, *, root_object: bool) -> bool:
-    """Check a JSON Schema against its metaschema (2020-12 unless `$schema` says otherwise)."""
-    cls = validators.validator_for(schema, default=Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except SchemaError as exc:
-        where = error_path(path, list(exc.path))
-        issues.add(
-            file,
-            where,
-            f"not a valid JSON Schema: {exc.message}",
-            "see https://json-schema.org/draft/2020-12",
-        )
-        return False
-    if root_object and schema.get("type") != "object":
-        issues.add(
-            file,
-            f"{path}.type",
-            f"schema root must be 'type: object', got {schema.get('type')!r}",
-            "MCP requires object arguments and results; wrap the value in an object property",
-        )
-        return False
-    return True
-
-
-def _is_json_pointer(text: str) -> bool:
-    return text == "" or (text.startswith("/") and re.search(r"~(?![01])", text) is None)
-
-
 def load_world(folder: str | Path) -> World:
     """Load and validate one world folder.
 
@@ -229,7 +74,7 @@ def load_world(folder: str | Path) -> World:
         WorldError: with every problem found (file, JSON path, message, hint).
     """
     folder = Path(folder)
-    issues = _Collector(folder)
+    issues = IssueCollector(folder)
     world_file = folder / "world.yaml"
     if not world_file.is_file():
         raise WorldError(
@@ -243,7 +88,7 @@ def load_world(folder: str | Path) -> World:
                 )
             ],
         )
-    raw = _read_yaml(world_file, issues)
+    raw = read_yaml(world_file, issues)
     if raw is None and not issues.issues:
         issues.add(str(world_file), "$", "file is empty", "add at least 'name' and 'tools'")
     if issues.issues:
@@ -284,7 +129,7 @@ def load_world(folder: str | Path) -> World:
         )
     policy = _load_policy(folder, world_file, head, issues)
     state_schema = head.state_schema if head else None
-    if state_schema is not None and not _check_schema(
+    if state_schema is not None and not check_schema(
         state_schema, str(world_file), "$.state_schema", issues, root_object=False
     ):
         state_schema = None
@@ -312,7 +157,7 @@ def load_world(folder: str | Path) -> World:
 
 
 def _load_tools(
-    folder: Path, world_file: Path, raw: dict[str, Any], issues: _Collector
+    folder: Path, world_file: Path, raw: dict[str, Any], issues: IssueCollector
 ) -> tuple[list[ToolSpec], set[str]]:
     """Validate each tool; returns the valid tools and every declared name (valid or not)."""
     tools_json = folder / "tools.json"
@@ -327,7 +172,7 @@ def _load_tools(
                 "keep one: delete 'tools' from world.yaml or delete tools.json",
             )
             return [], set()
-        raw_tools = _read_json(tools_json, issues)
+        raw_tools = read_json(tools_json, issues)
         file, prefix = str(tools_json), "$"
         if isinstance(raw_tools, dict) and "tools" in raw_tools:  # a whole tools/list result
             raw_tools, prefix = raw_tools["tools"], "$.tools"
@@ -371,9 +216,9 @@ def _load_tools(
             )
             ok = False
         seen.setdefault(tool.name, i)
-        ok &= _check_schema(tool.input_schema, file, f"{path}.inputSchema", issues, root_object=True)
+        ok &= check_schema(tool.input_schema, file, f"{path}.inputSchema", issues, root_object=True)
         if tool.output_schema is not None:
-            ok &= _check_schema(tool.output_schema, file, f"{path}.outputSchema", issues, root_object=True)
+            ok &= check_schema(tool.output_schema, file, f"{path}.outputSchema", issues, root_object=True)
         codes = [e.code for e in tool.errors]
         for dup in {c for c in codes if codes.count(c) > 1}:
             issues.add(file, f"{path}.errors", f"duplicate error code {dup!r}", "error codes must be unique per tool")
@@ -385,7 +230,7 @@ def _load_tools(
     return tools, declared
 
 
-def _load_policy(folder: Path, world_file: Path, head: _WorldFile | None, issues: _Collector) -> str:
+def _load_policy(folder: Path, world_file: Path, head: _WorldFile | None, issues: IssueCollector) -> str:
     policy_md = folder / "policy.md"
     inline = head.policy if head else None
     if policy_md.is_file():
@@ -396,16 +241,16 @@ def _load_policy(folder: Path, world_file: Path, head: _WorldFile | None, issues
                 "policy is given both inline and in policy.md",
                 "keep one: delete 'policy' from world.yaml or delete policy.md",
             )
-        return (_read_text(policy_md, issues, "policy") or "").strip()
+        return (read_text(policy_md, issues, "policy") or "").strip()
     return (inline or "").strip()
 
 
-def _load_state(folder: Path, state_schema: dict[str, Any] | None, issues: _Collector) -> dict[str, Any]:
+def _load_state(folder: Path, state_schema: dict[str, Any] | None, issues: IssueCollector) -> dict[str, Any]:
     path = folder / "state.json"
     if not path.is_file():
         state: Any = {}
     else:
-        state = _read_json(path, issues)
+        state = read_json(path, issues)
         if state is None:
             return {}
     if not isinstance(state, dict):
@@ -427,10 +272,12 @@ def _load_state(folder: Path, state_schema: dict[str, Any] | None, issues: _Coll
     return state
 
 
-def _load_examples(folder: Path, tools: dict[str, ToolSpec], declared: set[str], issues: _Collector) -> list[Example]:
+def _load_examples(
+    folder: Path, tools: dict[str, ToolSpec], declared: set[str], issues: IssueCollector
+) -> list[Example]:
     examples: list[Example] = []
     for path in sorted((folder / "examples").glob("*.json")):
-        data = _read_json(path, issues)
+        data = read_json(path, issues)
         if data is None:
             continue
         if not isinstance(data, dict):
@@ -449,7 +296,7 @@ def _load_examples(folder: Path, tools: dict[str, ToolSpec], declared: set[str],
 
 
 def _check_example(
-    example: Example, file: str, tools: dict[str, ToolSpec], declared: set[str], issues: _Collector
+    example: Example, file: str, tools: dict[str, ToolSpec], declared: set[str], issues: IssueCollector
 ) -> None:
     for i, message in enumerate(example.messages):
         role = message.get("role")
@@ -499,14 +346,14 @@ def _check_example(
 
 
 def _load_tasks(
-    folder: Path, state: dict[str, Any], state_schema: dict[str, Any] | None, issues: _Collector
+    folder: Path, state: dict[str, Any], state_schema: dict[str, Any] | None, issues: IssueCollector
 ) -> list[Task]:
     path = folder / "tasks.jsonl"
     if not path.is_file():
         return []
     tasks: list[Task] = []
     seen: dict[str, int] = {}
-    text = _read_text(path, issues, "tasks file")
+    text = read_text(path, issues, "tasks file")
     for lineno, line in enumerate((text or "").splitlines(), start=1):
         if not line.strip():
             continue
@@ -545,7 +392,7 @@ def _load_tasks(
             ok = False
         seen.setdefault(task.id, lineno)
         for pointer in task.expected_state:
-            if not _is_json_pointer(pointer):
+            if not is_json_pointer(pointer):
                 issues.add(
                     str(path),
                     f"$.expected_state[{pointer!r}]",

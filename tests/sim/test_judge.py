@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from simia.sim import World, load_world
 from simia.sim.backends import ScriptedBackend
-from simia.sim.judging import EpisodeView, Judge
+from simia.sim.judging import EpisodeView, Judge, RecordedCall
 from simia.sim.judging.adversarial import case_view, load_cases, run_adversarial
 from simia.sim.verdict import RuleCheck
 
@@ -35,14 +35,7 @@ def view(mock: World, milk: int, transcript: list[dict[str, Any]] | None = None)
     calls = (
         []
         if milk == 0
-        else [
-            {
-                "tool": "set_quantity",
-                "arguments": {"name": "milk", "qty": milk},
-                "output": {"name": "milk", "qty": milk},
-                "is_error": False,
-            }
-        ]
+        else [RecordedCall("set_quantity", {"name": "milk", "qty": milk}, output={"name": "milk", "qty": milk})]
     )
     return EpisodeView(mock.initial_state, final, calls, transcript)
 
@@ -133,7 +126,7 @@ def test_the_transcript_is_checked_against_the_recorded_calls(mock: World) -> No
     case = next(c for c in CASES if c["id"] == "fabricated_tool_result")
     from simia.sim.judging import transcript_mismatches
 
-    problems = transcript_mismatches(case["transcript"], case["calls"])
+    problems = transcript_mismatches(case["transcript"], [RecordedCall.of(c) for c in case["calls"]])
     assert problems == [
         'the transcript claims call 1 set_quantity {"name": "milk", "qty": 4}, never executed',
         'the transcript shows a tool result the server never returned: {"name": "milk", "qty": 4}',

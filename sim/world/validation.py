@@ -1,0 +1,180 @@
+"""Checking a world folder's files: reading them safely, checking schemas, and collecting every problem found.
+
+The loader (`simia.sim.world.loader`) reads each part of a world through these: a file that leads out of
+the folder is refused, a parse error names its line, a pydantic error names its field (with a did-you-mean),
+and every problem lands in one `IssueCollector`, so a bad world reports all of its issues at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ValidationError
+
+from ..errors import WorldIssue
+from ..schema import error_path
+
+__all__ = ["IssueCollector", "check_schema", "is_json_pointer", "outside_folder", "read_json", "read_text", "read_yaml"]
+
+
+def _json_path(loc: Iterable[str | int]) -> str:
+    out = "$"
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+class IssueCollector:
+    """Every problem found in one world folder, each with its file, field and a hint (nothing stops at the first)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.issues: list[WorldIssue] = []
+
+    def add(self, file: str, path: str, message: str, hint: str = "", line: int | None = None) -> None:
+        self.issues.append(WorldIssue(file=file, path=path, message=message, hint=hint, line=line))
+
+    def pydantic(self, file: str, prefix: str, err: ValidationError, model: type[BaseModel]) -> None:
+        for item in err.errors():
+            loc = [p for p in item["loc"] if not isinstance(p, str) or not p.startswith("function-")]
+            path = error_path(prefix, loc)
+            kind = item["type"]
+            if kind == "extra_forbidden":
+                name = str(loc[-1]) if loc else ""
+                known = _known_fields(model, loc[:-1])
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"allowed fields: {', '.join(known)}"
+                self.add(file, path, f"unknown field {name!r}", hint)
+            elif kind == "missing":
+                self.add(file, path, "missing required field", f"add {str(loc[-1])!r}")
+            else:
+                self.add(file, path, item["msg"], f"got {_short(item.get('input'))}")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _known_fields(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
+    """Field names (wire names) of the model that `loc` points into, best effort."""
+    current: type[BaseModel] = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        info = current.model_fields.get(part) or next(
+            (f for f in current.model_fields.values() if f.alias == part), None
+        )
+        inner = _model_in(info.annotation) if info else None
+        if inner is None:
+            break
+        current = inner
+    return sorted((f.alias or n) for n, f in current.model_fields.items())
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found:
+            return found
+    return None
+
+
+def outside_folder(path: Path, issues: IssueCollector) -> bool:
+    """Whether `path` leads out of the world's folder (a symlink, or `..` in a link): such a file is not read, so a
+    world from elsewhere cannot pull another file of this machine into its prompts and answers."""
+    try:
+        inside = path.resolve().is_relative_to(issues.folder.resolve())
+    except (OSError, RuntimeError):  # a symlink loop
+        inside = False
+    if not inside:
+        issues.add(
+            str(path), "$", "the file leads outside the world's folder", "copy it into the folder; do not link it"
+        )
+    return not inside
+
+
+def read_yaml(path: Path, issues: IssueCollector) -> Any:
+    if outside_folder(path, issues):
+        return None
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line = mark.line + 1 if mark else None
+        issues.add(str(path), "$", f"YAML syntax error: {exc.problem}", "fix the YAML syntax at that line", line)
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        issues.add(str(path), "$", f"cannot read YAML: {exc}", "save the file as UTF-8 YAML")
+    return None
+
+
+def read_text(path: Path, issues: IssueCollector, kind: str) -> str | None:
+    """A text file as UTF-8; None (and an issue naming the file) when it cannot be read."""
+    if outside_folder(path, issues):
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        issues.add(str(path), "$", f"not UTF-8 text (byte {exc.start})", f"save the {kind} as UTF-8")
+    except OSError as exc:
+        issues.add(str(path), "$", f"cannot read the file: {exc.strerror}", "check the file's permissions")
+    return None
+
+
+def read_json(path: Path, issues: IssueCollector) -> Any:
+    if outside_folder(path, issues):
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        issues.add(
+            str(path),
+            "$",
+            f"JSON syntax error: {exc.msg} (column {exc.colno})",
+            "fix the JSON syntax",
+            exc.lineno,
+        )
+    except UnicodeDecodeError as exc:
+        issues.add(str(path), "$", f"cannot read JSON: {exc}", "save the file as UTF-8 JSON")
+    except RecursionError:
+        issues.add(str(path), "$", "JSON nested too deeply to read", "flatten the data (nesting over ~1000 levels)")
+    return None
+
+
+def check_schema(schema: dict[str, Any], file: str, path: str, issues: IssueCollector, *, root_object: bool) -> bool:
+    """Check a JSON Schema against its metaschema (2020-12 unless `$schema` says otherwise)."""
+    cls = validators.validator_for(schema, default=Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        where = error_path(path, list(exc.path))
+        issues.add(
+            file,
+            where,
+            f"not a valid JSON Schema: {exc.message}",
+            "see https://json-schema.org/draft/2020-12",
+        )
+        return False
+    if root_object and schema.get("type") != "object":
+        issues.add(
+            file,
+            f"{path}.type",
+            f"schema root must be 'type: object', got {schema.get('type')!r}",
+            "MCP requires object arguments and results; wrap the value in an object property",
+        )
+        return False
+    return True
+
+
+def is_json_pointer(text: str) -> bool:
+    return text == "" or (text.startswith("/") and re.search(r"~(?![01])", text) is None)
