@@ -10,6 +10,7 @@ from __future__ import annotations
 from .faults import applicable, choose_fault, injected_error, perturb_output
 from .prompts import PROMPT_VERSION, answer_schema, system_prompt, user_prompt
 from .simulator import ErrorKind, Simulator, Step, ToolCall, check_call
+from .slicing import needles_of, slice_state, state_text
 
 __all__ = [
     "PROMPT_VERSION",
@@ -22,7 +23,10 @@ __all__ = [
     "check_call",
     "choose_fault",
     "injected_error",
+    "needles_of",
     "perturb_output",
+    "slice_state",
+    "state_text",
     "system_prompt",
     "user_prompt",
 ]

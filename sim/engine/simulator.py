@@ -22,8 +22,9 @@ from ..errors import BackendError, BackendOutputError, StateError
 from ..records import PastCall
 from ..schema import validate_instance
 from ..storage import ResponseCache, cache_key
-from ..world import ToolSpec, World, apply_patch, compact_json, state_hash, state_text
+from ..world import ToolSpec, World, apply_patch, compact_json, state_hash
 from .prompts import PROMPT_VERSION, answer_schema, system_prompt, user_prompt
+from .slicing import state_text
 
 __all__ = ["ErrorKind", "Simulator", "Step", "ToolCall", "check_call"]
 

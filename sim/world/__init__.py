@@ -22,7 +22,7 @@ from .model import (
     canonical_json,
     compact_json,
 )
-from .state import apply_patch, is_missing, needles_of, resolve_pointer, slice_state, state_hash, state_text
+from .state import apply_patch, is_missing, resolve_pointer, state_hash
 from .tool_views import (
     ToolLike,
     check_tool_calls,
@@ -57,14 +57,11 @@ __all__ = [
     "is_missing",
     "load_world",
     "load_worlds",
-    "needles_of",
     "openai_tool",
     "openai_tool_call",
     "resolve_pointer",
     "schema_signature",
-    "slice_state",
     "state_hash",
-    "state_text",
     "tool_card",
     "world_card",
     "write_world",

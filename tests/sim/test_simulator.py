@@ -8,10 +8,9 @@ from typing import Any
 import pytest
 from simia.sim import World, load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend, RetryPolicy, ScriptedBackend, resolve_backend
-from simia.sim.engine import Simulator, ToolCall
+from simia.sim.engine import Simulator, ToolCall, needles_of, slice_state
 from simia.sim.records import PastCall
 from simia.sim.storage import SqliteCache
-from simia.sim.world import needles_of, slice_state
 
 ROOT = Path(__file__).resolve().parents[2]
 
