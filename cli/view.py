@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from simia.server.app import viewer_app
 from simia.server.settings import ServerSettings
+from simia.server.viewer import viewer_app
 from simia.sim.errors import SimiaError
 from simia.sim.storage import open_store
 

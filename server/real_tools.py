@@ -5,7 +5,7 @@ with `route: real` is answered there instead of by the simulator (`fallback: sim
 simulator when the real server fails). Each call opens its own MCP SDK client session (streamable
 HTTP, or the command over stdio), so nothing is held open between calls and a real server that
 restarts costs nothing. The answer becomes an event like any other, with `source: real`; it
-changes no simulated state (the real server keeps its own).
+changes no simulated state (the real server keeps its own). `routed` decides which calls go there.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from simia.sim.errors import SimiaError
 from simia.sim.records import EventRecord
 from simia.sim.world import RealServer, ToolSpec, World
 
-__all__ = ["RealServerFailed", "RealTools"]
+from .admission import fits
+
+__all__ = ["RealServerFailed", "RealTools", "routed"]
 
 
 class RealServerFailed(SimiaError):
@@ -78,6 +80,36 @@ class RealTools:
             request_key=key,
             source="real",
         )
+
+
+async def routed(
+    real: RealTools, world: World, tool: str, arguments: dict[str, Any], key: str | None, *, max_argument_bytes: int
+) -> tuple[EventRecord | None, str]:
+    """For a tool routed `real` and a call that fits its input schema: the real server's event, or
+    (it failed) an infra error event, or with `fallback: simulate` no event and why it fell back. Any
+    other call: (None, "")."""
+    spec = world.tool(tool)
+    if spec is None or spec.route != "real" or not fits(spec.input_schema, arguments, max_argument_bytes):
+        return None, ""
+    try:
+        return await real.event(world, spec, arguments, key), ""
+    except RealServerFailed as exc:
+        if spec.fallback == "simulate":
+            return None, f"the real server failed ({exc})"
+        text = "The tool's server did not answer. Try again later."
+        failed = EventRecord(
+            tool=tool,
+            arguments=arguments,
+            output=None,
+            text=text,
+            is_error=True,
+            error_code="real_server_failed",
+            error_kind="infra",
+            detail=str(exc),
+            request_key=key,
+            source="real",
+        )
+        return failed, ""
 
 
 def _json_object(text: str) -> dict[str, Any] | None:

@@ -1,6 +1,6 @@
 """The viewer's routes under `/ui`: pages over a `Store` (read only: the viewer never writes), login, assets.
 
-Auth is the server's: with tokens configured, the `Guard` (server/app.py) accepts on `/ui` the bearer token from
+Auth is the server's: with tokens configured, the `Guard` (server/middleware.py) accepts on `/ui` the bearer token from
 the `simia_token` cookie as well as from the header, and sends a browser without one to `/ui/login`, which
 takes the token from a form or a `?token=` link and stores it in an HttpOnly, SameSite=Strict cookie.
 """

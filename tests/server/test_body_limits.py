@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
-from simia.server.app import MAX_JSON_BODY
+from simia.server.requests import MAX_JSON_BODY
 
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 

@@ -11,9 +11,9 @@ import httpx2 as httpx
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from simia.server.app import viewer_app
 from simia.server.inprocess import serving
 from simia.server.settings import ServerSettings
+from simia.server.viewer import viewer_app
 from simia.sim.records import EpisodeRecord, EventRecord
 from simia.sim.storage import open_store
 from starlette.routing import Route

@@ -1,0 +1,86 @@
+"""Request bodies of the HTTP API as wire models: parsed strictly, and every problem a 400 whose message names the
+field, what it must be and what was sent (for an unknown field, the allowed ones)."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from simia.sim.wire import CreateEpisode, EndEpisode, ForkEpisode
+from starlette.requests import Request
+
+from ._body import MAX_BODY, read_body
+from .errors import BadRequest
+
+__all__ = ["MAX_JSON_BODY", "parse_body"]
+
+MAX_JSON_BODY = MAX_BODY
+M = TypeVar("M", bound=BaseModel)
+
+
+async def parse_body(request: Request, model: type[M]) -> M:
+    """The request body as `model`; an empty body is `{}`. Parsing is strict: a JSON value of the wrong type
+    (`"12"` or `true` for an integer) is refused, never converted.
+
+    Raises:
+        BadRequest: any problem, in a message that names the field.
+        PayloadTooLarge: a body over `MAX_JSON_BODY`.
+    """
+    raw = await read_body(request, MAX_JSON_BODY)
+    try:
+        return model.model_validate_json(raw if raw.strip() else b"{}", strict=True)
+    except ValidationError as exc:
+        raise BadRequest(_validation_message(exc)) from None
+
+
+def _validation_message(exc: ValidationError) -> str:
+    """One line per problem: where, what (pydantic's own words), and for unknown fields the allowed ones."""
+    problems = []
+    for error in exc.errors(include_url=False)[:5]:
+        where = ".".join(str(part) for part in error["loc"]) or "body"
+        if error["type"] == "json_invalid":
+            problems.append(f"request body is not valid JSON: {error['msg']}")
+        elif error["type"] in ("model_type", "model_attributes_type") and not error["loc"]:
+            problems.append("request body must be a JSON object")
+        elif error["type"] == "extra_forbidden":
+            allowed = ", ".join(_FIELDS.get(exc.title, ()))
+            problems.append(f"unknown field {where!r}" + (f"; allowed: {allowed}" if allowed else ""))
+        elif error["type"] == "missing":
+            problems.append(f"missing field {where!r}")
+        elif error["type"] in _EXPECTED:
+            problems.append(f"field {where!r} must be {_EXPECTED[error['type']]}, got {_json_type(error['input'])}")
+        elif error["type"] == "value_error":  # a model's own check: its message names the field
+            reason = str(error.get("ctx", {}).get("error", error["msg"]))
+            problems.append(reason if not error["loc"] else f"field {where!r}: {reason}")
+        elif error["type"] == "finite_number":
+            problems.append(f"field {where!r} must be a finite number (JSON has no NaN or Infinity)")
+        else:
+            problems.append(f"field {where!r}: {error['msg']}")
+    return "; ".join(problems)
+
+
+_EXPECTED = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_parsing_size": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "a boolean",
+    "bool_parsing": "a boolean",
+    "list_type": "an array",
+    "dict_type": "an object",
+    "model_type": "an object",
+}
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a value's type, as the client sent it."""
+    for kind, name in ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string")):
+        if isinstance(value, kind):
+            return name
+    return {dict: "object", list: "array", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+_FIELDS = {m.__name__: tuple(m.model_fields) for m in (CreateEpisode, ForkEpisode, EndEpisode)}
