@@ -14,28 +14,22 @@ errors, infrastructure failures and fabricated transcripts, never a silent 0.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import json
-import keyword
 import os
-import re
 import sys
-import threading
-from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-import mcp_types as types
-from simia.clients.api import SimiaClient, SyncSimiaClient
-from simia.clients.prompt import agent_system_prompt
-from simia.clients.user import UserSimulator
+from simia.clients.api import SyncSimiaClient
 from simia.sim.backends import Backend, resolve_backend
 from simia.sim.wire import WorldInfo
-from simia.sim.world import ToolSpec, openai_tool, openai_tool_call
 
 from . import models
 from ._config import parse_config
+from .grpo_dataset import task_dataset
+from .grpo_env import environment_class
+from .grpo_rewards import simia_env_reward, simia_reward
+from .grpo_rollout import multi_turn_rollout_func
 
 __all__ = [
     "GRPORun",
@@ -48,10 +42,6 @@ __all__ = [
     "train",
     "trl_batch_size",
 ]
-
-T = TypeVar("T")
-
-_PY = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list, "object": dict}
 
 
 @dataclass
@@ -99,151 +89,6 @@ class GRPORun:
     seed: int = 0
     shuffle: bool = True
     save: bool = True
-
-
-def _identifier(name: str) -> str:
-    ident = re.sub(r"\W", "_", name)
-    return f"{ident}_" if keyword.iskeyword(ident) or not ident or ident[0].isdigit() else ident
-
-
-def _tool_method(tool: ToolSpec) -> Any:
-    """A method whose signature and docstring carry the tool's JSON schema (TRL builds tool schemas from them)."""
-    props: dict[str, Any] = tool.input_schema.get("properties") or {}
-    required = set(tool.input_schema.get("required") or [])
-    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    annotations: dict[str, Any] = {}
-    doc_args = []
-    for name, schema in props.items():
-        kind = schema.get("type") if isinstance(schema, dict) else None
-        hint: Any = _PY.get(kind if isinstance(kind, str) else "string", str)
-        if name not in required:
-            hint = hint | None
-        annotations[name] = hint
-        params.append(
-            inspect.Parameter(
-                name,
-                inspect.Parameter.KEYWORD_ONLY,
-                annotation=hint,
-                default=inspect.Parameter.empty if name in required else None,
-            )
-        )
-        text = " ".join(str(schema.get("description") or name).split()) if isinstance(schema, dict) else name
-        if isinstance(schema, dict) and "enum" in schema:
-            text += f" (choices: {json.dumps(schema['enum'])})"
-        doc_args.append(f"    {name}: {text}")
-
-    async def method(self: Any, **kwargs: Any) -> str:
-        arguments = {k: v for k, v in kwargs.items() if v is not None}
-        return str(await self._call(tool.name, arguments))
-
-    description = " ".join((tool.description or tool.title or tool.name).split())
-    method.__name__ = _identifier(tool.name)
-    method.__qualname__ = f"SimiaEnvironment.{method.__name__}"
-    method.__doc__ = description + ("\n\nArgs:\n" + "\n".join(doc_args) if doc_args else "")
-    method.__annotations__ = {**annotations, "return": str}
-    method.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
-    return method
-
-
-def environment_class(server: str, world: WorldInfo, token: str | None = None) -> type:
-    """The environment class TRL's `environment_factory` instantiates: one instance per rollout."""
-    snapshots: dict[str, str] = {}  # group key -> the episode every rollout of that group forks
-    lock = threading.Lock()
-
-    class SimiaEnvironment:
-        """A simia episode as a TRL environment."""
-
-        def __init__(self) -> None:
-            self.episode_id: str | None = None
-            self.mcp_url: str | None = None
-
-        def reset(self, **row: Any) -> str | None:
-            task = row.get("task")
-            key = str(row.get("group") or task)
-            with SyncSimiaClient(server, token=token, timeout=120) as api, lock:
-                base = snapshots.get(key)
-                if base is None:
-                    base = snapshots[key] = api.create(world.name, task=task).id
-                episode = api.fork(base, step=0)
-            self.episode_id, self.mcp_url = episode.id, episode.mcp_url
-            return None
-
-        async def _call(self, name: str, arguments: dict[str, Any]) -> str:
-            assert self.mcp_url is not None, "reset() opens the episode first"
-            async with SimiaClient(server, token=token, timeout=120) as api, api.mcp(self.mcp_url) as session:
-                result = await session.call_tool(name, arguments)
-            return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
-
-        def _end(self, transcript: list[dict[str, Any]] | None, tokens: dict[str, Any] | None = None) -> float | None:
-            """End the episode with the policy's conversation (and token data); the verdict's training reward
-            (None: masked). Private: TRL exposes every public method as a tool."""
-            if self.episode_id is None:
-                return None
-            with SyncSimiaClient(server, token=token) as api:
-                verdict = api.end(self.episode_id, transcript=transcript, tokens=tokens).verdict
-            return verdict.training_reward() if verdict is not None else None
-
-    for tool in world.tool_specs():
-        setattr(SimiaEnvironment, _identifier(tool.name), _tool_method(tool))
-    return SimiaEnvironment
-
-
-def openai_transcript(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A TRL conversation (tool-call arguments as objects, tool turns by name) as an OpenAI transcript: calls
-    get ids, tool turns the id of the call they answer, arguments become JSON strings."""
-    out: list[dict[str, Any]] = []
-    pending: list[str] = []
-    for message in messages:
-        entry: dict[str, Any] = {k: message[k] for k in ("role", "content") if k in message}
-        if message.get("tool_calls"):
-            calls = []
-            for call in message["tool_calls"]:
-                fn = call.get("function", call)
-                call_id = str(call.get("id") or f"call_{len(pending) + len(out)}")
-                calls.append(openai_tool_call(call_id, str(fn.get("name")), fn.get("arguments", {})))
-                pending.append(call_id)
-            entry["tool_calls"] = calls
-        if message.get("role") == "tool":
-            entry["tool_call_id"] = message.get("tool_call_id") or (pending.pop(0) if pending else "unpaired")
-        out.append(entry)
-    return out
-
-
-def simia_env_reward(
-    prompts: list[Any], completions: list[Any], environments: list[Any] | None = None, **kwargs: Any
-) -> list[float | None]:
-    """TRL reward function for `environment_factory` rollouts: ends each episode with the prompt and the
-    policy's completion (its messages, tool calls and tool results) as the transcript, so the judge reads
-    what the policy said; returns the training rewards (None is masked by TRL)."""
-    rewards: list[float | None] = []
-    for prompt, completion, env in zip(prompts, completions, environments or [None] * len(prompts), strict=True):
-        if env is None:
-            rewards.append(None)
-            continue
-        messages = [*prompt, *completion] if isinstance(completion, list) else [*prompt]
-        if not isinstance(completion, list):
-            messages.append({"role": "assistant", "content": str(completion)})
-        rewards.append(env._end(openai_transcript(messages)))
-    return rewards
-
-
-def task_dataset(world: WorldInfo, tasks: str = "all", repeat: int = 8) -> Any:
-    """Prompts from the world's tasks: the agent system prompt under its policy, the instruction as user turn."""
-    from datasets import Dataset  # optional extra (train)
-
-    chosen = world.tasks if tasks == "all" else [t for t in world.tasks if t.id in set(tasks.split(","))]
-    if not chosen:
-        raise ValueError(f"no tasks selected from {world.name!r}: {tasks!r}")
-    system = agent_system_prompt(world.policy)
-    rows = [
-        {
-            "prompt": [{"role": "system", "content": system}, {"role": "user", "content": t.instruction}],
-            "task": t.id,
-            "group": t.id,
-        }
-        for t in chosen
-    ]
-    return Dataset.from_list(rows * repeat)
 
 
 def trl_batch_size(run: GRPORun) -> int:
@@ -299,6 +144,7 @@ def train(
             max_turns=run.max_turns,
             max_new_tokens=run.max_completion_length,
             token=run.token,
+            environment=environment_class(run.server, world, run.token),
         )
         trainer = GRPOTrainer(
             model=model,
@@ -324,143 +170,6 @@ def train(
         trainer.save_model(run.output_dir)
         tokenizer.save_pretrained(run.output_dir)
     return {"rewards": rewards, "steps": trainer.state.global_step, "output_dir": run.output_dir, "log": logs}
-
-
-class _Loop:
-    """A background event loop for the async parts (MCP calls, the user simulator) of a sync rollout_func."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, daemon=True, name="simia-rollout-loop").start()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-
-_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
-
-
-def multi_turn_rollout_func(
-    server: str,
-    world: WorldInfo,
-    user_backend: Backend,
-    *,
-    max_turns: int = 4,
-    max_new_tokens: int = 128,
-    token: str | None = None,
-) -> Any:
-    """A TRL `rollout_func` for multi-turn episodes with a simulated user.
-
-    Per prompt: fork the task's snapshot episode, then alternate policy generation, tool calls
-    over MCP and user-simulator turns. Returns prompt ids, completion ids (policy tokens and
-    environment tokens interleaved), `env_mask` (1 on policy tokens, 0 on tool results and user
-    turns), no logprobs (TRL recomputes them), and `simia_reward` (the judge's verdict, None when
-    masked). Each episode is ended with its transcript and token data, so `simia export --format rl`
-    has what token-level RL frameworks consume.
-    """
-    tools_schema = [openai_tool(t) for t in world.tool_specs()]
-    by_instruction = {t.instruction: t for t in world.tasks}
-    env = environment_class(server, world, token)
-    loop = _Loop()
-
-    def render(tokenizer: Any, messages: list[dict[str, Any]], generation: bool) -> str:
-        return str(
-            tokenizer.apply_chat_template(
-                messages, tools=tools_schema, tokenize=False, add_generation_prompt=generation
-            )
-        )
-
-    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
-        import torch  # optional extra (train)
-
-        model, tokenizer = trainer.model, trainer.processing_class
-        out: dict[str, Any] = {
-            "prompt_ids": [],
-            "completion_ids": [],
-            "logprobs": None,
-            "env_mask": [],
-            "simia_reward": [],
-        }
-        for prompt in prompts:
-            messages = [dict(m) for m in prompt]
-            task = by_instruction.get(str(messages[-1]["content"]))
-            instance = env()
-            instance.reset(task=task.id if task else None, group=task.id if task else "free")
-            user = (
-                UserSimulator(user_backend, instruction=task.instruction, hidden=task.user_hidden)
-                if task is not None and user_backend is not None
-                else None
-            )
-            prompt_ids = tokenizer(render(tokenizer, messages, True), add_special_tokens=False)["input_ids"]
-            completion: list[int] = []
-            mask: list[int] = []
-            for _ in range(max_turns):
-                inputs = torch.tensor([prompt_ids + completion])
-                with torch.no_grad():
-                    generated = model.generate(
-                        inputs,
-                        attention_mask=torch.ones_like(inputs),
-                        max_new_tokens=max_new_tokens,
-                        do_sample=True,
-                        pad_token_id=tokenizer.pad_token_id,
-                    )
-                new = generated[0, inputs.shape[1] :].tolist()
-                completion += new
-                mask += [1] * len(new)
-                text = tokenizer.decode(new, skip_special_tokens=True)
-                calls = []
-                for block in _TOOL_CALL.findall(text):
-                    try:
-                        call = json.loads(block)
-                        calls.append({"name": str(call["name"]), "arguments": dict(call.get("arguments") or {})})
-                    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                        continue
-                content = _TOOL_CALL.sub("", text).strip()
-                before = render(tokenizer, [*messages, {"role": "assistant", "content": content}], False)
-                assistant: dict[str, Any] = {"role": "assistant", "content": content}
-                if calls:
-                    assistant["tool_calls"] = [
-                        {
-                            "id": f"call_{len(messages)}_{i}",
-                            "type": "function",
-                            "function": {"name": c["name"], "arguments": c["arguments"]},
-                        }
-                        for i, c in enumerate(calls)
-                    ]
-                messages.append(assistant)
-                env_messages: list[dict[str, Any]] = []
-                if calls:
-                    for call, entry in zip(calls, assistant["tool_calls"], strict=True):
-                        result = loop.run(instance._call(call["name"], call["arguments"]))
-                        env_messages.append({"role": "tool", "tool_call_id": entry["id"], "content": result})
-                elif user is not None:
-                    reply, done = loop.run(user.reply(content))
-                    if done:
-                        break
-                    env_messages.append({"role": "user", "content": reply})
-                else:
-                    break
-                messages += env_messages
-                after = render(tokenizer, messages, True)
-                env_ids = tokenizer(
-                    after[len(before) :] if after.startswith(before) else after, add_special_tokens=False
-                )["input_ids"]
-                completion += env_ids
-                mask += [0] * len(env_ids)
-            tokens = {"prompt_ids": prompt_ids, "completion_ids": completion, "env_mask": mask}
-            reward = instance._end(openai_transcript(messages), tokens)
-            out["prompt_ids"].append(prompt_ids)
-            out["completion_ids"].append(completion)
-            out["env_mask"].append(mask)
-            out["simia_reward"].append(reward)
-        return out
-
-    return rollout_func
-
-
-def simia_reward(completions: list[Any], simia_reward: list[float | None], **kwargs: Any) -> list[float | None]:
-    """The reward function for `multi_turn_rollout_func`: the judge's verdicts it collected (None is masked)."""
-    return simia_reward
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,107 @@
+"""The GRPO environment: a TRL environment class built from a world's tools, one instance per rollout, each
+a simia episode forked from its group's snapshot, with the tools as methods that call it over MCP."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import keyword
+import re
+import threading
+from typing import Any
+
+import mcp_types as types
+from simia.clients.api import SimiaClient, SyncSimiaClient
+from simia.sim.wire import WorldInfo
+from simia.sim.world import ToolSpec
+
+__all__ = ["environment_class"]
+
+_PY = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list, "object": dict}
+
+
+def _identifier(name: str) -> str:
+    ident = re.sub(r"\W", "_", name)
+    return f"{ident}_" if keyword.iskeyword(ident) or not ident or ident[0].isdigit() else ident
+
+
+def _tool_method(tool: ToolSpec) -> Any:
+    """A method whose signature and docstring carry the tool's JSON schema (TRL builds tool schemas from them)."""
+    props: dict[str, Any] = tool.input_schema.get("properties") or {}
+    required = set(tool.input_schema.get("required") or [])
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {}
+    doc_args = []
+    for name, schema in props.items():
+        kind = schema.get("type") if isinstance(schema, dict) else None
+        hint: Any = _PY.get(kind if isinstance(kind, str) else "string", str)
+        if name not in required:
+            hint = hint | None
+        annotations[name] = hint
+        params.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=hint,
+                default=inspect.Parameter.empty if name in required else None,
+            )
+        )
+        text = " ".join(str(schema.get("description") or name).split()) if isinstance(schema, dict) else name
+        if isinstance(schema, dict) and "enum" in schema:
+            text += f" (choices: {json.dumps(schema['enum'])})"
+        doc_args.append(f"    {name}: {text}")
+
+    async def method(self: Any, **kwargs: Any) -> str:
+        arguments = {k: v for k, v in kwargs.items() if v is not None}
+        return str(await self._call(tool.name, arguments))
+
+    description = " ".join((tool.description or tool.title or tool.name).split())
+    method.__name__ = _identifier(tool.name)
+    method.__qualname__ = f"SimiaEnvironment.{method.__name__}"
+    method.__doc__ = description + ("\n\nArgs:\n" + "\n".join(doc_args) if doc_args else "")
+    method.__annotations__ = {**annotations, "return": str}
+    method.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
+    return method
+
+
+def environment_class(server: str, world: WorldInfo, token: str | None = None) -> type:
+    """The environment class TRL's `environment_factory` instantiates: one instance per rollout."""
+    snapshots: dict[str, str] = {}  # group key -> the episode every rollout of that group forks
+    lock = threading.Lock()
+
+    class SimiaEnvironment:
+        """A simia episode as a TRL environment."""
+
+        def __init__(self) -> None:
+            self.episode_id: str | None = None
+            self.mcp_url: str | None = None
+
+        def reset(self, **row: Any) -> str | None:
+            task = row.get("task")
+            key = str(row.get("group") or task)
+            with SyncSimiaClient(server, token=token, timeout=120) as api, lock:
+                base = snapshots.get(key)
+                if base is None:
+                    base = snapshots[key] = api.create(world.name, task=task).id
+                episode = api.fork(base, step=0)
+            self.episode_id, self.mcp_url = episode.id, episode.mcp_url
+            return None
+
+        async def _call(self, name: str, arguments: dict[str, Any]) -> str:
+            assert self.mcp_url is not None, "reset() opens the episode first"
+            async with SimiaClient(server, token=token, timeout=120) as api, api.mcp(self.mcp_url) as session:
+                result = await session.call_tool(name, arguments)
+            return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+        def _end(self, transcript: list[dict[str, Any]] | None, tokens: dict[str, Any] | None = None) -> float | None:
+            """End the episode with the policy's conversation (and token data); the verdict's training reward
+            (None: masked). Private: TRL exposes every public method as a tool."""
+            if self.episode_id is None:
+                return None
+            with SyncSimiaClient(server, token=token) as api:
+                verdict = api.end(self.episode_id, transcript=transcript, tokens=tokens).verdict
+            return verdict.training_reward() if verdict is not None else None
+
+    for tool in world.tool_specs():
+        setattr(SimiaEnvironment, _identifier(tool.name), _tool_method(tool))
+    return SimiaEnvironment
