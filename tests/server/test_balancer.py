@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib.util
-import re
 import sys
 import time
 from pathlib import Path
@@ -186,12 +185,6 @@ async def test_a_world_url_session_needs_sticky_sessions_without_them_it_fails_a
                 assert not result.is_error and result.meta and result.meta["simia/seq"] == qty
         served = sorted([await replica.calls_served() for replica in deployment.replicas])
     assert served == [0, 4]  # the session stayed on the replica that holds it
-
-
-def test_the_readme_shows_the_haproxy_config_these_tests_run() -> None:
-    block = re.search(r"```haproxy\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
-    assert block is not None
-    assert block[1] == haproxy_config(8080, ["127.0.0.1:8765", "127.0.0.1:8766"], sticky=True)
 
 
 def test_the_docker_compose_example_uses_the_haproxy_config_these_tests_run() -> None:
