@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simia.testing.processes import wait_answering
+
 ROOT = Path(__file__).resolve().parent.parent
 MODERN = "2026-07-28"
 META = {
@@ -224,17 +226,9 @@ class Process:
         )
 
     async def ready(self, path: str = "/healthz") -> Process:
-        for _ in range(600):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.proc.args} exited with {self.proc.returncode}")
-            try:
-                status, _ = await Connection(self.port).request("GET", path)
-                if status < 500:
-                    return self
-            except OSError:
-                pass
-            await asyncio.sleep(0.05)
-        raise TimeoutError(f"{self.proc.args} not ready")
+        """Wait until `path` answers (under 500); raises if the process exits first or after 30 s."""
+        await wait_answering(f"http://127.0.0.1:{self.port}{path}", self.proc, what=" ".join(map(str, self.proc.args)))
+        return self
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -53,6 +53,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from simia.testing.processes import serve_process
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
@@ -100,18 +101,12 @@ def serve(tmp: Path, tokens: dict[str, str] | None = None) -> Iterator[Server]:
     port = free_port()
     log = tmp / f"server-{port}.log"
     args = [
-        sys.executable,
-        "-m",
-        "simia.cli",
-        "serve",
         "--backend",
         f"scripted:{SCRIPT}",
         "--worlds-dir",
         str(canary_worlds(tmp / f"worlds-{port}")),
         "--db",
         str(tmp / f"fuzz-{port}.db"),
-        "--port",
-        str(port),
         "--synchronous",
         "NORMAL",
         "--log-level",
@@ -121,26 +116,8 @@ def serve(tmp: Path, tokens: dict[str, str] | None = None) -> Iterator[Server]:
     ]
     for name, secret in (tokens or {}).items():
         args += ["--token-for", f"{name}={secret}"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    server = Server(f"http://127.0.0.1:{port}", proc, log, dict(tokens or {}))
-    try:
-        for _ in range(400):
-            if not server.alive():
-                raise RuntimeError(f"simia serve exited {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                urllib.request.urlopen(server.url + "/healthz", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        yield server
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with serve_process(*args, port=port, log=log, grace=10, new_session=True) as process:
+        yield Server(process.url, process.process, log, dict(tokens or {}))
 
 
 @dataclass

@@ -21,15 +21,14 @@ import os
 import random
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx2 as httpx
-from simia.server.inprocess import free_port
 from simia.sim.storage import SqliteStore
+from simia.testing.processes import serve_process
 
 TARGET_MS = 300.0
 TASKS = ["restock_milk", "count_apples", "clear_out", "buy_eggs", "swap_items", "audit", "refill_all", "check_milk"]
@@ -98,33 +97,21 @@ def main(episodes: int, requests: int, strict: bool) -> int:
         t0 = time.perf_counter()
         judged = fill(db, episodes)
         print(f"filled {episodes:,} episodes ({3 * episodes:,} calls) in {time.perf_counter() - t0:.1f} s")
-        port = free_port()
-        command = [sys.executable, "-m", "simia.cli", "view", "--db", str(db), "--port", str(port)]
-        server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-                deadline = time.monotonic() + 30
-                while True:
-                    try:
-                        client.get("/healthz")
-                        break
-                    except httpx.TransportError:
-                        if time.monotonic() > deadline or server.poll() is not None:
-                            raise SystemExit("simia view did not start") from None
-                        time.sleep(0.1)
-                pages = {
-                    "healthz (baseline)": "/healthz",
-                    "runs, first page": "/ui",
-                    "runs, sorted by reward": "/ui?sort=reward&dir=desc",
-                    "runs, task filter": "/ui?task=audit&status=ended",
-                    "runs, text filter (bounded scan)": "/ui?text=bread",
-                    "runs, page 100": "/ui?page=100",
-                    "one episode": f"/ui/episodes/{judged}",
-                }
-                figures = {name: p50(client, path, requests) for name, path in pages.items()}
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
+        view = (sys.executable, "-m", "simia.cli", "view")
+        with (
+            serve_process("--db", str(db), command=view, timeout=30, grace=10) as server,
+            httpx.Client(base_url=server.url, timeout=30) as client,
+        ):
+            pages = {
+                "healthz (baseline)": "/healthz",
+                "runs, first page": "/ui",
+                "runs, sorted by reward": "/ui?sort=reward&dir=desc",
+                "runs, task filter": "/ui?task=audit&status=ended",
+                "runs, text filter (bounded scan)": "/ui?text=bread",
+                "runs, page 100": "/ui?page=100",
+                "one episode": f"/ui/episodes/{judged}",
+            }
+            figures = {name: p50(client, path, requests) for name, path in pages.items()}
     base = figures["healthz (baseline)"]
     print(f"{episodes:,} episodes, p50 of {requests} requests each:")
     for name, ms in figures.items():

@@ -156,6 +156,7 @@ class FakeProvider:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.port = 0
+        self._stopping = asyncio.Event()
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
@@ -181,7 +182,7 @@ class FakeProvider:
         reply = self.queue.pop(0) if self.queue else FakeReply()
         delay = reply.delay or self.latency
         if delay:
-            await asyncio.sleep(delay)
+            await self._wait(delay)
         if reply.answer is None and reply.body is None:
             reply.answer = self.default(body) if callable(self.default) else self.default
         return reply, body
@@ -255,7 +256,7 @@ class FakeProvider:
         """A fault that replaces the answer: an error status, a hang, or garbage."""
         assert self.chaos is not None
         if fault == "hang":
-            await asyncio.sleep(self.chaos.hang)
+            await self._wait(self.chaos.hang)
             return JSONResponse(error, status_code=504)
         if fault == "garbage":
             junk = random.Random(len(self.requests)).choice(
@@ -278,12 +279,22 @@ class FakeProvider:
             return StreamingResponse(_trickle(data, self.chaos.trickle), media_type="application/json")
         return Response(data, media_type="application/json", headers=headers)
 
+    async def _wait(self, seconds: float) -> None:
+        """Sleep `seconds`, or less when the provider stops: a reply still waiting then is sent at once (its caller
+        has long given up) instead of holding the provider's shutdown for its whole delay."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[FakeProvider]:
         """Serve on a free 127.0.0.1 port for the duration of the block."""
+        self._stopping = asyncio.Event()
         async with serving(self.app) as port:
             self.port = port
-            yield self
+            try:
+                yield self
+            finally:
+                self._stopping.set()
 
 
 def chat_completion(body: dict[str, Any], answer: Any, n: int) -> dict[str, Any]:

@@ -49,11 +49,11 @@ def postgres_bin(name: str) -> str:
 
 def _ensure_os_user() -> None:
     if subprocess.run(["id", "-u", OS_USER], capture_output=True).returncode != 0:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OS_USER],
-            check=True,
-            capture_output=True,
+        added = subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OS_USER], capture_output=True
         )
+        if added.returncode not in (0, 9):  # 9: it exists (another test worker added it meanwhile)
+            raise RuntimeError(f"useradd {OS_USER} failed ({added.returncode}): {added.stderr.decode().strip()}")
 
 
 class PostgresCluster:

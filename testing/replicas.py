@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from types import TracebackType
 import httpx2 as httpx
 from simia.server.inprocess import free_port
 from simia.testing.postgres import PostgresCluster
-from simia.testing.processes import stop_process, wait_answering
+from simia.testing.processes import ServeProcess, wait_answering
 
 __all__ = ["Replica", "Replicas", "haproxy_bin", "haproxy_config"]
 
@@ -115,22 +114,18 @@ class Replica:
 
     def __init__(self, index: int, db: str, args: list[str], log: Path) -> None:
         self.index = index
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.argv = [sys.executable, "-m", "simia.cli", "serve", "--db", db, "--port", str(self.port), *args]
         self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.server = ServeProcess(["--db", db, *args], log=log, new_session=True)
+        self.port, self.url = self.server.port, self.server.url
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        """The process (the last one, after it exited); None before `start`."""
+        return self.server.process if self.server.started else None
 
     def start(self) -> None:
         """Start the process (again: same port, same database)."""
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                self.argv,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                start_new_session=True,
-            )
+        self.server.start()
 
     async def ready(self, timeout: float = 60) -> None:
         """Wait until `/healthz` answers 200.
@@ -138,10 +133,8 @@ class Replica:
         Raises:
             RuntimeError: the process exited (its log's tail says why). TimeoutError: not healthy in `timeout` s.
         """
-        assert self.proc is not None, "start the replica first"
-        await wait_answering(
-            f"{self.url}/healthz", self.proc, what=f"replica r{self.index}", log=self.log, timeout=timeout
-        )
+        assert self.server.started, "start the replica first"
+        await self.server.healthy(timeout)
 
     async def calls_served(self) -> int:
         """Tool calls this process has answered since it started (its `/metrics`)."""
@@ -155,14 +148,11 @@ class Replica:
 
     def kill(self) -> None:
         """SIGKILL the process and reap it."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
+        self.server.kill()
 
     def stop(self) -> None:
         """SIGTERM the process (SIGKILL after 15 s)."""
-        if self.proc is not None:
-            stop_process(self.proc)
+        self.server.stop()
 
 
 class Replicas:

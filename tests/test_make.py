@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.processes  # runs `make -n`
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -27,7 +28,7 @@ def test_a_fresh_checkout_installs_then_runs_and_an_installed_one_only_runs(
 ) -> None:
     venv = tmp_path / "venv"
     fresh = planned(target, venv)
-    assert any("pip install" in line and "[dev,local,recipes,train]" in line for line in fresh)
+    assert any("pip install" in line and "[dev,local,recipes,train,docs]" in line for line in fresh)
     assert runs in fresh[-1]
     venv.mkdir()
     stamp = venv / ".simia-installed"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # runs pytest in a subprocess
+pytestmark = [pytest.mark.processes, pytest.mark.slow]  # runs pytest in a subprocess
 ROOT = Path(__file__).resolve().parents[1]
 
 MODULE_SKIP = """

@@ -46,10 +46,16 @@ RATIO_LINES = {
     ],
     "viewer.py": [r"runs first page p50 [\d.]+ ms = [\d.]+x healthz"],
 }
-MARKS = {"local_latency.py": [pytest.mark.local_model], "schema_validity.py": [pytest.mark.local_model]}
+MARKS = {  # beyond `processes` (each bench runs as a subprocess)
+    "local_latency.py": [pytest.mark.local_model],
+    "schema_validity.py": [pytest.mark.local_model],
+    "replicas.py": [pytest.mark.postgres],
+    "store_engines.py": [pytest.mark.postgres],
+}
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 @pytest.mark.parametrize("name", [pytest.param(n, marks=MARKS.get(n, [])) for n in BENCHES])
 def test_every_bench_runs_quick_and_prints_its_ratio(name: str) -> None:
     assert name in RATIO_LINES, f"add the ratio line(s) that bench/{name} prints to RATIO_LINES"

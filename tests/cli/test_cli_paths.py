@@ -5,21 +5,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx2 as httpx
 import pytest
 import yaml
 from simia.server.inprocess import free_port
+from simia.testing.processes import serve_process
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
 AGENT = [
@@ -47,35 +45,8 @@ def simia(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedPr
 @contextmanager
 def serving(*args: str, cwd: Path) -> Iterator[str]:
     """`simia serve ARGS` on a free port; yields its URL once healthy."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "simia.cli", "serve", "--port", str(port), "--log-level", "warning", *args],
-        cwd=cwd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"simia serve exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        if proc.stderr:
-            proc.stderr.close()
+    with serve_process("--log-level", "warning", *args, cwd=cwd) as server:
+        yield server.url
 
 
 def test_rollout_works_for_a_world_that_exists_only_on_the_server(tmp_path: Path) -> None:

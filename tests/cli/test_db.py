@@ -21,6 +21,7 @@ from simia.sim.storage import SCHEMA_VERSION, open_store
 from simia.sim.storage.db_copy import TABLES
 from simia.testing.postgres import PostgresCluster
 
+pytestmark = pytest.mark.processes  # every command runs as a `simia` subprocess
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PREVIOUS = FIXTURES / "previous_release.db"  # written by simia before schema versions (make_previous_release_db.py)
 SCRIPT = FIXTURES / "mock_script.json"

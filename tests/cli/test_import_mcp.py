@@ -22,7 +22,7 @@ from mcp import Client
 from simia.cli import main
 from simia.server.inprocess import free_port
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 ODD = [sys.executable, str(ROOT / "tests" / "fixtures" / "mcp_servers" / "odd_server.py")]
 SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"

@@ -39,7 +39,13 @@ def imported_tools(folder: Path) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     ("spec", "name", "tools", "skipped"),
     [
-        ("docker-engine-swagger-2.0.yaml", "docker-engine-api", 107, ["PUT /containers/{id}/archive"]),
+        pytest.param(  # Docker's 14,000-line description: seconds
+            "docker-engine-swagger-2.0.yaml",
+            "docker-engine-api",
+            107,
+            ["PUT /containers/{id}/archive"],
+            marks=pytest.mark.slow,
+        ),
         ("petstore-openapi-3.0.yaml", "swagger-petstore-openapi-3.0", 19, []),
         ("museum-openapi-3.1.yaml", "redocly-museum-api", 8, ["webhooks"]),
     ],

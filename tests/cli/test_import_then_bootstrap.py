@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from simia.testing import FakeProvider
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = [sys.executable, str(ROOT / "tests" / "fixtures" / "servers" / "counters.py")]
 STATE = {"counters": {"apples": 3, "pears": 7}}

@@ -19,6 +19,7 @@ from simia.sim.backends import CompletionRequest, FunctionBackend, resolve_backe
 from simia.sim.judging import DIMENSIONS
 from simia.testing import FakeProvider, parse_simulator_prompt
 
+pytestmark = pytest.mark.processes  # the real server (tests/fixtures/servers/counters.py) is a subprocess
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = [sys.executable, str(ROOT / "tests" / "fixtures" / "servers" / "counters.py")]
 CALLS = [

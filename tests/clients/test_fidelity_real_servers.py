@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from simia.testing import FakeProvider, parse_simulator_prompt
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
 CALLS = [
     {"tool": "echo", "arguments": {"message": "hi"}},
     {"tool": "get-sum", "arguments": {"a": 2, "b": 3}},

@@ -129,6 +129,7 @@ def test_a_gift_card_pays_an_exchange_up_to_its_balance() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.processes  # `simia fidelity`
 async def test_a_faithful_simulator_of_the_retail_world_agrees_on_every_call(tmp_path: Path) -> None:
     table, report = await fidelity(tmp_path, simulator, "faithful")
     calls = report["calls"]
@@ -158,6 +159,7 @@ async def test_a_faithful_simulator_of_the_retail_world_agrees_on_every_call(tmp
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 async def test_a_stale_simulator_answers_the_read_after_a_write_as_before_it(tmp_path: Path) -> None:
     table, report = await fidelity(tmp_path, lambda body: simulator(body, stale=True), "stale")
     after = report["calls"][7]

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx2 as httpx
 import pytest
 from simia.clients.mcp_import import read_server
 from simia.server.inprocess import free_port
 from simia.sim import load_world
 from simia.sim.errors import ImportSourceError
 from simia.sim.importers import ProbeCall
+from simia.testing.processes import serve_process
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 ODD = [sys.executable, str(ROOT / "tests" / "fixtures" / "mcp_servers" / "odd_server.py")]
 SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
@@ -88,27 +86,10 @@ async def test_simias_own_stdio_server_lists_its_worlds_tools_as_they_are_in_the
 @pytest.fixture
 def simia_http(tmp_path: Path) -> Iterator[str]:
     """`simia serve` over streamable HTTP, as a real process that wants a bearer token."""
-    port = free_port()
-    command = simia_serve(
-        "--port", str(port), "--world", "mock", "--backend", f"scripted:{SCRIPT}", "--token", "s3cret"
-    )
-    log = (tmp_path / "serve.log").open("w")
-    proc = subprocess.Popen([*command, "--db", str(tmp_path / "serve.db")], stdout=log, stderr=log)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError(f"simia serve did not start: {(tmp_path / 'serve.log').read_text()[-500:]}")
-        yield f"http://127.0.0.1:{port}/worlds/mock/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
-        log.close()
+    args = ["--worlds-dir", str(ROOT / "tool_specs"), "--world", "mock", "--backend", f"scripted:{SCRIPT}"]
+    db, log = str(tmp_path / "serve.db"), tmp_path / "serve.log"
+    with serve_process(*args, "--token", "s3cret", "--db", db, log=log) as server:
+        yield f"{server.url}/worlds/mock/mcp"
 
 
 async def test_simias_own_http_server_lists_a_worlds_tools_over_streamable_http(simia_http: str) -> None:

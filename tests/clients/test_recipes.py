@@ -47,6 +47,7 @@ async def test_the_openai_agents_sdk_recipe_calls_simulated_tools(make_server: A
 
 
 @pytest.mark.slow
+@pytest.mark.processes  # simia over stdio
 async def test_the_claude_desktop_config_runs_simia_over_stdio(tmp_path: Path) -> None:
     """Runs the config's command as Claude Desktop would, and speaks MCP to it over stdin/stdout."""
     import asyncio
@@ -77,6 +78,7 @@ async def test_the_claude_desktop_config_runs_simia_over_stdio(tmp_path: Path) -
 
 
 @pytest.mark.slow
+@pytest.mark.processes  # the recipe runs in .venv-langchain
 async def test_the_langchain_recipe_works_from_its_own_venv(make_server: Any, tmp_path: Path) -> None:
     """langchain-mcp-adapters pins mcp<2: CI builds its venv (.ci/langchain-venv.sh) before the tests."""
     import asyncio

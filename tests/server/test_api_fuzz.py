@@ -24,6 +24,7 @@ def _fuzz_api() -> ModuleType:
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
+@pytest.mark.processes  # bench/fuzz_api.py's `simia serve`
 def test_a_few_hundred_generated_requests_get_no_5xx_and_only_documented_answers() -> None:
     fuzz = _fuzz_api()
     report = fuzz.run(cases=400, seed=0)

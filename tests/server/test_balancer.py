@@ -61,6 +61,7 @@ def counting_answer(body: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
+@pytest.mark.processes  # Replicas: simia serve processes and HAProxy
 async def test_300_agents_through_the_balancer_lose_no_acknowledged_call_when_a_replica_is_killed_5_times(
     pg_url: str,
 ) -> None:
@@ -76,6 +77,8 @@ async def test_300_agents_through_the_balancer_lose_no_acknowledged_call_when_a_
     assert sum(r.tally.failures.total() for r in rounds) > 0  # the kills did cut calls that had to be retried
 
 
+@pytest.mark.processes
+@pytest.mark.postgres  # its own cluster, restarted
 async def test_postgres_restarted_mid_load_fails_calls_as_infra_errors_and_they_resume_with_no_half_written_event() -> (
     None
 ):
@@ -105,6 +108,7 @@ async def test_postgres_restarted_mid_load_fails_calls_as_infra_errors_and_they_
     assert problems == []  # events == acknowledged calls, seq gap-free, integrity check ok
 
 
+@pytest.mark.processes
 async def test_two_replicas_hammering_one_episode_through_the_balancer_commit_its_patches_in_order(
     pg_url: str,
 ) -> None:
@@ -143,6 +147,7 @@ async def test_two_replicas_hammering_one_episode_through_the_balancer_commit_it
         await store.close()
 
 
+@pytest.mark.processes
 async def test_a_sessionless_episode_url_needs_no_sticky_sessions_its_calls_alternate_replicas(pg_url: str) -> None:
     async with Replicas(2, db=pg_url) as deployment, httpx.AsyncClient() as http:
         episode = (await http.post(f"{deployment.url}/v1/episodes", json={"world": "mock"})).json()
@@ -155,6 +160,7 @@ async def test_a_sessionless_episode_url_needs_no_sticky_sessions_its_calls_alte
     assert min(served) > 0 and sum(served) == 6  # round robin (other requests in between may shift the split)
 
 
+@pytest.mark.processes
 async def test_a_world_url_session_needs_sticky_sessions_without_them_it_fails_at_once_with_a_clear_error(
     pg_url: str,
 ) -> None:
@@ -192,6 +198,8 @@ def test_the_docker_compose_example_uses_the_haproxy_config_these_tests_run() ->
     assert example == haproxy_config(8080, ["simia-1:8765", "simia-2:8765"], bind="0.0.0.0", sticky=True)
 
 
+@pytest.mark.processes
+@pytest.mark.postgres  # its own cluster, restarted
 async def test_an_episode_url_a_replica_cannot_check_while_postgres_is_down_is_a_503_that_says_retry(
     serve_on: Any,
 ) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.conformance, pytest.mark.slow]
+pytestmark = [pytest.mark.conformance, pytest.mark.npm, pytest.mark.processes, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -4,14 +4,10 @@ the MCP URLs get 503 with the API's error body and Retry-After, and the process 
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +16,9 @@ import pytest
 from simia.server.inprocess import free_port
 from simia.testing import FakeProvider
 from simia.testing.mock_world import mock_world_answer
-from simia.testing.processes import wait_answering
+from simia.testing.processes import ServeProcess, serve_process
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 MODERN = "2026-07-28"
 META = {
@@ -55,31 +51,15 @@ MCP_CALL = mcp_call("get_item", {"name": "milk"})
 _MCP = mcp_headers("get_item")
 
 
-@contextmanager
-def serve(db: Path, port: int, provider: FakeProvider, drain_timeout: float) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "simia.cli", "serve", "--db", str(db), "--port", str(port)),
-            *("--worlds-dir", str(ROOT / "tool_specs"), "--world", "mock", "--log-level", "warning"),
-            *("--backend", "openai-compatible:fake", "--base-url", provider.base_url),
-            *("--drain-timeout", str(drain_timeout)),
-        ],
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+def serve(db: Path, port: int, provider: FakeProvider, drain_timeout: float) -> ServeProcess:
+    """`simia serve` on `db` simulating with `provider`; killed at the end of the block (the SIGTERM is the test's)."""
+    return serve_process(
+        *("--db", str(db), "--worlds-dir", str(ROOT / "tool_specs"), "--world", "mock", "--log-level", "warning"),
+        *("--backend", "openai-compatible:fake", "--base-url", provider.base_url),
+        *("--drain-timeout", str(drain_timeout)),
+        port=port,
+        grace=0,
     )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
-
-
-async def healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    await wait_answering(f"{url}/healthz", proc)
 
 
 async def at_the_model(provider: FakeProvider, n: int) -> None:
@@ -104,40 +84,39 @@ async def test_sigterm_lets_calls_in_flight_finish_refuses_new_ones_with_503_and
     db, port = tmp_path / "simia.db", free_port()
     url = f"http://127.0.0.1:{port}"
     provider = FakeProvider(mock_world_answer, latency=1.5)  # every simulated call takes 1.5 s
-    async with provider.running():
-        with serve(db, port, provider, drain_timeout=20) as proc:
-            await healthy(url, proc)
-            async with httpx.AsyncClient(base_url=url) as http:
-                episodes = [(await http.post("/v1/episodes", json={"world": "mock"})).json() for _ in range(4)]
+    async with provider.running(), serve(db, port, provider, drain_timeout=20) as server:
+        proc = server.process
+        async with httpx.AsyncClient(base_url=url) as http:
+            episodes = [(await http.post("/v1/episodes", json={"world": "mock"})).json() for _ in range(4)]
 
-                async def call(episode: dict[str, Any], qty: int) -> dict[str, Any]:
-                    body = mcp_call("set_quantity", {"name": "milk", "qty": qty})
-                    response = await http.post(
-                        episode["mcp_url"].removeprefix(url), json=body, headers=mcp_headers("set_quantity")
-                    )
-                    assert response.status_code == 200, response.text
-                    result: dict[str, Any] = response.json()["result"]
-                    return result
+            async def call(episode: dict[str, Any], qty: int) -> dict[str, Any]:
+                body = mcp_call("set_quantity", {"name": "milk", "qty": qty})
+                response = await http.post(
+                    episode["mcp_url"].removeprefix(url), json=body, headers=mcp_headers("set_quantity")
+                )
+                assert response.status_code == 200, response.text
+                result: dict[str, Any] = response.json()["result"]
+                return result
 
-                in_flight = [asyncio.create_task(call(e, i + 1)) for i, e in enumerate(episodes)]
-                await at_the_model(provider, len(episodes))
-                assert not any(t.done() for t in in_flight)
-                proc.send_signal(signal.SIGTERM)
-                sent = time.monotonic()
-                refused = []
-                for _ in range(200):  # the signal lands within a few ms; requests before it are answered
-                    refused = [
-                        await http.post("/v1/episodes", json={"world": "mock"}),
-                        await http.post(episodes[0]["mcp_url"].removeprefix(url), json=MCP_CALL, headers=_MCP),
-                        await http.get("/healthz"),
-                    ]
-                    if refused[0].status_code == 503:
-                        break
-                    assert refused[0].status_code == 201
-                    await asyncio.sleep(0.01)
-                results = await asyncio.gather(*in_flight)
-            code, _ = await wait_exit(proc, timeout=30)
-            took = time.monotonic() - sent
+            in_flight = [asyncio.create_task(call(e, i + 1)) for i, e in enumerate(episodes)]
+            await at_the_model(provider, len(episodes))
+            assert not any(t.done() for t in in_flight)
+            proc.send_signal(signal.SIGTERM)
+            sent = time.monotonic()
+            refused = []
+            for _ in range(200):  # the signal lands within a few ms; requests before it are answered
+                refused = [
+                    await http.post("/v1/episodes", json={"world": "mock"}),
+                    await http.post(episodes[0]["mcp_url"].removeprefix(url), json=MCP_CALL, headers=_MCP),
+                    await http.get("/healthz"),
+                ]
+                if refused[0].status_code == 503:
+                    break
+                assert refused[0].status_code == 201
+                await asyncio.sleep(0.01)
+            results = await asyncio.gather(*in_flight)
+        code, _ = await wait_exit(proc, timeout=30)
+        took = time.monotonic() - sent
     assert [r.status_code for r in refused] == [503, 503, 503]
     for response in refused:
         assert response.headers["retry-after"] == "5"
@@ -158,18 +137,17 @@ async def test_a_call_that_outlasts_the_drain_timeout_does_not_hold_the_exit(tmp
     db, port = tmp_path / "simia.db", free_port()
     url = f"http://127.0.0.1:{port}"
     provider = FakeProvider(mock_world_answer, latency=60)  # a model that hangs
-    async with provider.running():
-        with serve(db, port, provider, drain_timeout=1) as proc:
-            await healthy(url, proc)
-            async with httpx.AsyncClient(base_url=url) as http:
-                episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
-                hung = asyncio.create_task(
-                    http.post(episode["mcp_url"].removeprefix(url), json=MCP_CALL, headers=_MCP, timeout=60)
-                )
-                await at_the_model(provider, 1)
-                proc.send_signal(signal.SIGTERM)
-                code, took = await wait_exit(proc, timeout=30)
-                cut = await hung  # cut off at the bound, in the API's error shape
+    async with provider.running(), serve(db, port, provider, drain_timeout=1) as server:
+        proc = server.process
+        async with httpx.AsyncClient(base_url=url) as http:
+            episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+            hung = asyncio.create_task(
+                http.post(episode["mcp_url"].removeprefix(url), json=MCP_CALL, headers=_MCP, timeout=60)
+            )
+            await at_the_model(provider, 1)
+            proc.send_signal(signal.SIGTERM)
+            code, took = await wait_exit(proc, timeout=30)
+            cut = await hung  # cut off at the bound, in the API's error shape
     assert (cut.status_code, cut.json()["error"]["code"]) == (503, "draining")
     assert "may have taken effect or not" in cut.json()["error"]["message"]
     assert code == 0

@@ -11,7 +11,6 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,9 @@ import httpx2 as httpx
 import pytest
 from mcp import Client, StdioServerParameters
 from simia.server.inprocess import free_port
-from simia.testing.processes import stop_process, wait_answering
+from simia.testing.processes import SIMIA_SERVE, ServeProcess, serve_process
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
 
@@ -70,45 +69,15 @@ async def test_stdio_serves_one_episode_to_the_sdk_client_and_judges_it(tmp_path
     assert judged["rule_checks"][0]["passed"] is True
 
 
-@contextmanager
-def serve_process(
-    db: Path, port: int, *, unsafe: bool = False, synchronous: str = "FULL"
-) -> Iterator[subprocess.Popen[bytes]]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    serve = [str(ROOT / "tests" / "server" / "unsafe_serve.py")] if unsafe else ["-m", "simia.cli", "serve"]
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            *serve,
-            "--db",
-            str(db),
-            "--port",
-            str(port),
-            "--worlds-dir",
-            str(ROOT / "tool_specs"),
-            "--world",
-            "mock",
-            "--backend",
-            f"scripted:{SCRIPT}",
-            "--log-level",
-            "warning",
-            "--synchronous",
-            synchronous,
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+def serve(db: Path, port: int, *, unsafe: bool = False, synchronous: str = "FULL") -> ServeProcess:
+    """`simia serve` on `db` (`unsafe`: tests/server/unsafe_serve.py, which acknowledges before it commits)."""
+    command = [sys.executable, str(ROOT / "tests" / "server" / "unsafe_serve.py")] if unsafe else SIMIA_SERVE
+    return serve_process(
+        *("--db", str(db), "--worlds-dir", str(ROOT / "tool_specs"), "--world", "mock"),
+        *("--backend", f"scripted:{SCRIPT}", "--log-level", "warning", "--synchronous", synchronous),
+        port=port,
+        command=command,
     )
-    try:
-        yield proc
-    finally:
-        stop_process(proc)
-        if proc.stderr:
-            proc.stderr.close()
-
-
-async def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    await wait_answering(f"{url}/healthz", proc)
 
 
 async def load_then_kill(url: str, proc: subprocess.Popen[bytes], *, acks_before_kill: int) -> list[tuple[str, int]]:
@@ -140,8 +109,7 @@ async def load_then_kill(url: str, proc: subprocess.Popen[bytes], *, acks_before
 async def lost_after_restart(db: Path, acked: list[tuple[str, int]]) -> list[tuple[str, int]]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    with serve_process(db, port) as proc:
-        await wait_healthy(url, proc)
+    async with serve(db, port):
         stored: set[tuple[str, int]] = set()
         async with httpx.AsyncClient() as http:
             for episode_id in {e for e, _ in acked}:
@@ -157,15 +125,14 @@ async def test_kill_9_under_load_loses_no_acknowledged_call_and_episodes_continu
 ) -> None:
     db, port = tmp_path / "simia.db", free_port()
     url = f"http://127.0.0.1:{port}"
-    with serve_process(db, port, synchronous=synchronous) as proc:
-        await wait_healthy(url, proc)
+    async with serve(db, port, synchronous=synchronous) as server:
+        proc = server.process
         acked = await load_then_kill(url, proc, acks_before_kill=80)
     assert len(acked) >= 80
     assert await lost_after_restart(db, acked) == []
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    with serve_process(db, port) as proc:  # the same episode URL continues from the last committed state
-        await wait_healthy(url, proc)
+    async with serve(db, port):  # the same episode URL continues from the last committed state
         episode_id = acked[0][0]
         last = max(seq for e, seq in acked if e == episode_id)
         async with Client(f"{url}/episodes/{episode_id}/mcp") as client:
@@ -179,8 +146,8 @@ async def test_the_kill_test_catches_a_server_that_acknowledges_before_committin
     """Test of the test: the control acknowledges before it commits, and must be caught losing calls."""
     db, port = tmp_path / "control.db", free_port()
     url = f"http://127.0.0.1:{port}"
-    with serve_process(db, port, unsafe=True) as proc:
-        await wait_healthy(url, proc)
+    async with serve(db, port, unsafe=True) as server:
+        proc = server.process
         acked = await load_then_kill(url, proc, acks_before_kill=80)
     lost = await lost_after_restart(db, acked)
     print(f"control: {len(lost)} of {len(acked)} acknowledged calls lost")
@@ -220,8 +187,8 @@ async def test_simia_serve_on_a_filesystem_that_fills_up_fails_calls_cleanly_and
     with small_disk(tmp_path / "disk") as disk:
         db, port = disk / "simia.db", free_port()
         url = f"http://127.0.0.1:{port}"
-        with serve_process(db, port, synchronous="NORMAL") as proc:
-            await wait_healthy(url, proc)
+        async with serve(db, port, synchronous="NORMAL") as server:
+            proc = server.process
             async with httpx.AsyncClient(base_url=url) as http:
                 episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
                 async with Client(episode["mcp_url"]) as client:

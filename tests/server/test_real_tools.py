@@ -86,6 +86,7 @@ async def call(url: str, tool: str, **arguments: Any) -> Any:
         return await client.call_tool(tool, arguments)
 
 
+@pytest.mark.processes  # the counters server
 async def test_a_read_only_tool_routed_real_is_answered_by_the_real_server_and_writes_are_simulated(
     make_server: Any, tmp_path: Path
 ) -> None:
@@ -119,6 +120,7 @@ async def test_a_read_only_tool_routed_real_is_answered_by_the_real_server_and_w
     assert row["sources"] == {"real": 3, "simulated": 1}
 
 
+@pytest.mark.processes
 async def test_a_real_server_that_is_down_falls_back_to_the_simulation_or_is_an_infra_error(
     make_server: Any, tmp_path: Path
 ) -> None:

@@ -7,13 +7,8 @@ episodes with the same seeds. Every tool result, event and final state must come
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import os
 import secrets
-import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,10 +16,10 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 from mcp import Client
-from simia.server.inprocess import free_port
 from simia.testing import FakeProvider, mock_world_answer
+from simia.testing.processes import serve_process
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 # (task, seed) of each episode and the calls made on it, in order: reads before and after writes (answers depend
@@ -70,40 +65,10 @@ def tagged_answer(body: dict[str, Any]) -> dict[str, Any]:
 @contextlib.asynccontextmanager
 async def simia_serve(db: Path | str, *backend: str, log: Path | None = None) -> AsyncIterator[str]:
     """`python -m simia.cli serve` on a free port until the block ends; yields its URL once it is healthy."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     log = log or Path(db).with_suffix(".log")
-    args = ["serve", "--db", str(db), "--port", str(port), "--world", "mock", "--log-level", "warning", *backend]
-    with log.open("wb") as stderr:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "simia.cli",
-            *args,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
-        async with httpx.AsyncClient() as http:
-            for _ in range(600):
-                if proc.returncode is not None:
-                    raise RuntimeError(f"simia serve exited with {proc.returncode}: {log.read_text()[-2000:]}")
-                with contextlib.suppress(httpx.TransportError):
-                    if (await http.get(f"{url}/healthz")).status_code == 200:
-                        break
-                await asyncio.sleep(0.05)
-            else:
-                raise TimeoutError("simia serve did not become healthy within 30 s")
-        yield url
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+    args = ["--db", str(db), "--world", "mock", "--log-level", "warning", *backend]
+    async with serve_process(*args, log=log, timeout=30) as server:
+        yield server.url
 
 
 async def play(url: str, task: str | None, seed: int, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:

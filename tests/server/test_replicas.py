@@ -9,26 +9,21 @@ output prove that every call saw its predecessor's committed state, whichever re
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 import pytest
 from mcp import Client
-from simia.server.inprocess import free_port
 from simia.sim.storage import open_store
 from simia.sim.world import apply_patch
 from simia.testing import FakeProvider, mock_world_answer
 from simia.testing.mock_world import parse_simulator_prompt
 from simia.testing.postgres import PostgresCluster
-from simia.testing.processes import stop_process, wait_answering
+from simia.testing.processes import ServeProcess, serve_process
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.processes, pytest.mark.postgres, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 MODERN = "2026-07-28"  # the sessionless protocol revision: every request carries its own metadata
 META = {
@@ -51,66 +46,45 @@ def counting_answer(body: dict[str, Any]) -> dict[str, Any]:
             "state_patch": patch}  # fmt: skip
 
 
-@contextmanager
-def replica(db: str, port: int, base_url: str) -> Iterator[subprocess.Popen[bytes]]:
+def replica(db: str, base_url: str) -> ServeProcess:
     """A real `simia serve` process on `db`, simulating with the fake provider at `base_url`."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "simia.cli", "serve", "--db", db, "--port", str(port),
-         "--worlds-dir", str(ROOT / "tool_specs"), "--world", "mock",
-         "--backend", "openai-compatible:fake", "--base-url", base_url, "--log-level", "warning"],
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    return serve_process(
+        "--db", db, "--worlds-dir", str(ROOT / "tool_specs"), "--world", "mock",
+        "--backend", "openai-compatible:fake", "--base-url", base_url, "--log-level", "warning",
     )  # fmt: skip
-    try:
-        yield proc
-    finally:
-        stop_process(proc)
-        if proc.stderr:
-            proc.stderr.close()
-
-
-async def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    await wait_answering(f"{url}/healthz", proc)
 
 
 async def test_two_replicas_hammering_one_episode_serialize_its_calls(pg_url: str) -> None:
     db = pg_url
     fake = FakeProvider(counting_answer)
-    async with fake.running():
-        with ExitStack() as stack:
-            urls = []
-            for _ in range(2):
-                port = free_port()
-                proc = stack.enter_context(replica(db, port, fake.base_url))
-                urls.append(f"http://127.0.0.1:{port}")
-                await wait_healthy(urls[-1], proc)
-            async with httpx.AsyncClient() as http:
-                episode = (await http.post(f"{urls[0]}/v1/episodes", json={"world": "mock"})).json()
-            seqs: list[int] = []
+    async with fake.running(), AsyncExitStack() as stack:
+        urls = [(await stack.enter_async_context(replica(db, fake.base_url))).url for _ in range(2)]
+        async with httpx.AsyncClient() as http:
+            episode = (await http.post(f"{urls[0]}/v1/episodes", json={"world": "mock"})).json()
+        seqs: list[int] = []
 
-            async def agent(url: str, first: int) -> None:
-                async with Client(f"{url}/episodes/{episode['id']}/mcp") as client:
-                    for qty in range(first, first + 10):  # distinct arguments: no call is taken for a retry
-                        result = await client.call_tool("set_quantity", {"name": "milk", "qty": qty})
-                        assert not result.is_error and result.meta, result
-                        seqs.append(int(result.meta["simia/seq"]))
+        async def agent(url: str, first: int) -> None:
+            async with Client(f"{url}/episodes/{episode['id']}/mcp") as client:
+                for qty in range(first, first + 10):  # distinct arguments: no call is taken for a retry
+                    result = await client.call_tool("set_quantity", {"name": "milk", "qty": qty})
+                    assert not result.is_error and result.meta, result
+                    seqs.append(int(result.meta["simia/seq"]))
 
-            # three agents on each replica, all on the same episode URL at once
-            await asyncio.wait_for(asyncio.gather(*(agent(urls[i % 2], 10 * i) for i in range(6))), timeout=240)
-            async with httpx.AsyncClient() as http:
-                for n in range(61, 71):  # sessionless (2026-07-28) calls alternating replicas: no stickiness needed
-                    params = {"name": "set_quantity", "arguments": {"name": "milk", "qty": n}, "_meta": META}
-                    answer = await http.post(
-                        f"{urls[n % 2]}/episodes/{episode['id']}/mcp",
-                        json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params},
-                        headers={**HEADERS, "Mcp-Name": "set_quantity"},
-                    )
-                    result = answer.json()["result"]
-                    assert not result["isError"] and result["_meta"]["simia/seq"] == n, result
-                # the other replica sees what the first committed
-                stored = (await http.get(f"{urls[1]}/v1/episodes/{episode['id']}")).json()
-                metrics = [(await http.get(f"{url}/metrics")).text for url in urls]
+        # three agents on each replica, all on the same episode URL at once
+        await asyncio.wait_for(asyncio.gather(*(agent(urls[i % 2], 10 * i) for i in range(6))), timeout=240)
+        async with httpx.AsyncClient() as http:
+            for n in range(61, 71):  # sessionless (2026-07-28) calls alternating replicas: no stickiness needed
+                params = {"name": "set_quantity", "arguments": {"name": "milk", "qty": n}, "_meta": META}
+                answer = await http.post(
+                    f"{urls[n % 2]}/episodes/{episode['id']}/mcp",
+                    json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params},
+                    headers={**HEADERS, "Mcp-Name": "set_quantity"},
+                )
+                result = answer.json()["result"]
+                assert not result["isError"] and result["_meta"]["simia/seq"] == n, result
+            # the other replica sees what the first committed
+            stored = (await http.get(f"{urls[1]}/v1/episodes/{episode['id']}")).json()
+            metrics = [(await http.get(f"{url}/metrics")).text for url in urls]
 
     def total(name: str) -> float:
         return sum(float(line.split()[-1]) for m in metrics for line in m.splitlines() if line.startswith(name))

@@ -313,6 +313,7 @@ def lean_provider(port: int) -> Iterator[subprocess.Popen[bytes]]:
         stop_process(proc)
 
 
+@pytest.mark.processes  # python -m simia.testing.fake_provider --lean
 async def test_the_lean_fake_provider_answers_a_real_backend_on_one_kept_connection() -> None:
     port = free_port()
     with lean_provider(port) as proc:
@@ -326,6 +327,7 @@ async def test_the_lean_fake_provider_answers_a_real_backend_on_one_kept_connect
     assert completions[0].usage.prompt_tokens == 100
 
 
+@pytest.mark.processes
 def test_the_lean_fake_provider_refuses_chaos() -> None:
     argv = [sys.executable, "-m", "simia.testing.fake_provider", "--port", "1", "--lean", "--chaos", "0.5"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)

@@ -122,6 +122,7 @@ async def simia(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.processes  # `simia bootstrap` and `simia rollout`
 async def test_the_bootstrap_command_drafts_through_a_provider_then_a_rollout_is_judged(tmp_path: Path) -> None:
     folder = tools_only_world(tmp_path)
 

@@ -7,10 +7,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from simia.sim.storage import queries as episode_query
 from simia.sim.errors import StoreConfigError, StoreUnavailable
 from simia.sim.records import EpisodeRecord, EventRecord
 from simia.sim.storage import EpisodeQuery, SqliteStore, Store, TaskStats, open_store
+from simia.sim.storage import queries as episode_query
 from simia.sim.verdict import Verdict
 
 

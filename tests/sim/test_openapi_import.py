@@ -388,6 +388,7 @@ def test_a_file_that_is_not_an_openapi_description_is_one_clear_error(tmp_path: 
     assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
+@pytest.mark.slow  # the alias bomb is walked to its 5,000,000-value limit (seconds)
 def test_too_large_non_utf8_and_alias_bomb_files_are_refused_before_any_work(tmp_path: Path) -> None:
     big = spec_file(tmp_path, "x" * 2_000_000, "big.yaml")
     with pytest.raises(ImportSourceError, match=r"big.yaml is 1.9 MB, over the 1 MB limit; pass --max-size-mb 2"):

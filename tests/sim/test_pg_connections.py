@@ -80,6 +80,7 @@ async def test_a_connection_given_back_inside_a_transaction_is_closed_not_lent_a
     assert fresh.closed
 
 
+@pytest.mark.postgres  # its own cluster, restarted
 async def test_after_the_server_restarts_one_operation_fails_and_the_next_ones_reconnect() -> None:
     with PostgresCluster() as cluster:  # its own cluster: stopping the session's would stop other tests
         store = PgStore(cluster.create_database(), max_connections=4)

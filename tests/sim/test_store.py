@@ -6,9 +6,9 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from simia.sim.storage import _sqlite_batch as store_module
 from simia.sim.records import EpisodeRecord, EventRecord
 from simia.sim.storage import SqliteStore
+from simia.sim.storage import _sqlite_batch as store_module
 
 
 def episode(episode_id: str) -> EpisodeRecord:

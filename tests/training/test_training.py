@@ -1,4 +1,4 @@
-"""Training on CPU: SFT and GRPO steps with a tiny random Llama (fast tier) and SmolLM2-135M (smoke tier)."""
+"""Training on CPU: SFT and GRPO steps with a tiny random Llama (`slow`) and SmolLM2-135M (`local_model`, smoke)."""
 
 from __future__ import annotations
 
@@ -113,6 +113,7 @@ async def sft_dataset(tmp_path: Path) -> Path:
     return tmp_path / "sft"
 
 
+@pytest.mark.local_model  # the embedded model's tokenizer, read from its GGUF (seconds)
 def test_the_tool_template_renders_tool_calls_and_masks_only_assistant_turns() -> None:
     tokenizer = models.load_tokenizer("embedded")
     messages = [
@@ -148,6 +149,7 @@ def test_the_tool_template_renders_tool_calls_and_masks_only_assistant_turns() -
     assert "Set milk to 4." not in trained and '"qty": 4}' not in trained.split("</tool_call>")[-1]
 
 
+@pytest.mark.slow  # trains with torch and TRL (seconds of CPU)
 def test_sft_steps_on_a_tiny_model_lower_the_loss(tmp_path: Path) -> None:
     from tests_helpers import make_db
 
@@ -221,6 +223,7 @@ async def test_every_mock_tasks_reward_depends_on_what_the_environment_was_asked
     assert await asyncio.to_thread(env._end, None) == reward
 
 
+@pytest.mark.slow  # trains with torch and TRL (seconds of CPU)
 def test_grpo_steps_log_the_judges_reward_of_what_each_rollout_did(
     server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -252,6 +255,8 @@ def test_grpo_steps_log_the_judges_reward_of_what_each_rollout_did(
 
 
 @pytest.mark.slow
+@pytest.mark.local_model  # SmolLM2's weights, from the embedded GGUF
+@pytest.mark.xdist_group("embedded_fp32")  # one worker converts it to the cached fp32 folder
 def test_sft_smoke_on_smollm2_from_the_gguf(tmp_path: Path) -> None:
     from tests_helpers import make_db
 
@@ -277,6 +282,8 @@ def test_sft_smoke_on_smollm2_from_the_gguf(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.local_model  # SmolLM2's weights, from the embedded GGUF
+@pytest.mark.xdist_group("embedded_fp32")  # one worker converts it to the cached fp32 folder
 def test_grpo_smoke_on_smollm2(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def acts(task: str, n: int) -> list[tuple[str, dict[str, Any]]]:
         return [APPLES_5] if n == 0 else []  # the first rollout's environment tops the apples up
@@ -302,6 +309,7 @@ def test_grpo_smoke_on_smollm2(server: str, tmp_path: Path, monkeypatch: pytest.
     assert result["rewards"] == [sum(r or 0 for r in verdicts) / 2]
 
 
+@pytest.mark.slow  # trains with torch and TRL (seconds of CPU)
 def test_the_multi_turn_rollout_func_trains_with_a_simulated_user_and_keeps_token_data(
     server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
