@@ -171,6 +171,7 @@ def test_sft_steps_on_a_tiny_model_lower_the_loss(tmp_path: Path) -> None:
     assert (tmp_path / "ckpt" / "config.json").is_file()
 
 
+@pytest.mark.slow  # imports transformers (and torch) for TRL's schema helper: seconds
 async def test_the_environment_exposes_world_tools_and_returns_the_judges_reward(server: str) -> None:
     from transformers.utils import get_json_schema
 
