@@ -8,7 +8,7 @@ failed as `invalid_simulation` (an infrastructure error: the agent saw "try agai
 
     python bench/schema_validity.py [N_CALLS] [--quick]
 
-`--quick` runs 1 call: it checks the bench runs, not its figures.
+`--quick` runs 1 call with 1 attempt: it checks the bench runs, not its figures.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ CALLS = [
 ]
 
 
-async def main(n: int) -> None:
+async def main(n: int, attempts: int) -> None:
     world = load_world(ROOT / "tool_specs" / "retail")
-    sim = Simulator(LocalBackend(), max_tokens=512, max_attempts=3)
+    sim = Simulator(LocalBackend(), max_tokens=512, max_attempts=attempts)
     first = final = invalid = 0
     for i in range(n):
         step = await sim.step(world, world.initial_state, [], CALLS[i % len(CALLS)], seed=i)
@@ -41,7 +41,7 @@ async def main(n: int) -> None:
         first += ok and step.attempts <= 1
         invalid += step.error_code == "invalid_simulation"
     print(f"nested-output calls on the embedded model: {n}")
-    print(f"schema-valid on the first attempt: {first / n:.2f}; in the end (3 attempts): {final / n:.2f}")
+    print(f"schema-valid on the first attempt: {first / n:.2f}; in the end ({attempts} attempts): {final / n:.2f}")
     print(f"invalid_simulation (infra): {invalid / n:.2f}")
     print(f"ratio valid-in-the-end / calls: {final / n:.2f}")
 
@@ -51,4 +51,4 @@ if __name__ == "__main__":
     parser.add_argument("n", nargs="?", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="1 call: does the bench still run?")
     args = parser.parse_args()
-    asyncio.run(main(1 if args.quick else args.n))
+    asyncio.run(main(1, 1) if args.quick else main(args.n, 3))
