@@ -11,13 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import to_json
 
 from ..perturbation import Perturbation
+
+if TYPE_CHECKING:
+    from .state import State
 
 __all__ = [
     "ABSENT",
@@ -189,6 +192,13 @@ class World(_Strict):
     def content_hash(self) -> str:
         """A stable hash of everything that defines the world (not where it was loaded from)."""
         return hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()
+
+    @cached_property
+    def base_state(self) -> State:
+        """The initial state as the base `State` its episodes share (its digest made once, here)."""
+        from .state import as_state  # state.py builds on this module
+
+        return as_state(self.initial_state)
 
     @cached_property
     def tools_by_name(self) -> dict[str, ToolSpec]:

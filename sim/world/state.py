@@ -3,26 +3,90 @@
 Helpers here hash a state, apply an RFC 6902 patch under the world's
 `state_schema` (all or nothing), and resolve JSON Pointers in it. How a large
 state is shown to the simulator is the engine's (`simia.sim.engine.slicing`).
+
+A patched state is a `State`: the plain JSON object (a dict), which shares every part the patches did not
+change with its *base* (the world's initial state, say), and knows which records they changed (`touched`) and a
+digest of the base and the patches since (`digest`). So a call costs what its patch touches: the new state copies
+the containers on the patched paths only, its schema check reads the records the patch touched only
+(`check_touched`), its cache key hashes the patch only, and a diff against another state of the same base compares
+the touched records only (`state_diff`). Episodes of one world share their base in memory.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from typing import Any
 
+import jsonpatch
 import jsonpointer
 
 from ..errors import StateError
 from ..schema import validate_instance
 from .model import canonical_json
 
-__all__ = ["apply_patch", "is_missing", "resolve_pointer", "state_hash"]
+__all__ = [
+    "State",
+    "Touched",
+    "apply_patch",
+    "as_state",
+    "check_touched",
+    "is_missing",
+    "resolve_pointer",
+    "state_diff",
+    "state_hash",
+]
 
 _MISSING = object()
 
+Touched = tuple[str] | tuple[str, str]
+"""What a patch changed: `(collection,)`, a whole top-level value, or `(collection, key)`, one record of a
+top-level object (its key's value and anything below it)."""
+
+
+class State(dict[str, Any]):
+    """A world state (the JSON object itself: a dict) and how it was reached from its base.
+
+    Attributes:
+        base: the state this one shares its unchanged parts with (a base is its own base).
+        touched: what the patches since the base changed (see `Touched`); empty for a base.
+        digest: the base's content hash, then one SHA-256 step per applied patch: equal digests mean equal
+            states (the converse does not hold: two paths to one content have two digests).
+
+    Treat it as immutable, like every state: `apply_patch` returns a new one.
+    """
+
+    __slots__ = ("base", "digest", "touched")
+
+    base: State
+    touched: frozenset[Touched]
+    digest: str
+
+
+def as_state(value: dict[str, Any], *, digest: str | None = None) -> State:
+    """`value` as a base `State` (itself when it is already a State). O(its size) once: its content hash (or the
+    `digest` given, when the caller knows it)."""
+    if isinstance(value, State):
+        return value
+    state = State(value)
+    state.base = state
+    state.touched = frozenset()
+    state.digest = digest if digest is not None else state_hash(value)
+    return state
+
 
 def state_hash(state: dict[str, Any]) -> str:
+    """The SHA-256 of the state's canonical JSON (O(its size): a base's digest, never a patched state's)."""
     return hashlib.sha256(canonical_json(state).encode()).hexdigest()
+
+
+def _touched_by(state: dict[str, Any], tokens: list[str]) -> Touched | None:
+    """What an operation at `tokens` changes in `state` (None: the whole document)."""
+    if not tokens:
+        return None
+    if len(tokens) >= 2 and isinstance(state.get(tokens[0]), dict):
+        return (tokens[0], tokens[1])
+    return (tokens[0],)
 
 
 def apply_patch(state: dict[str, Any], patch: list[dict[str, Any]], schema: dict[str, Any] | None) -> dict[str, Any]:
@@ -40,14 +104,106 @@ def apply_patch(state: dict[str, Any], patch: list[dict[str, Any]], schema: dict
     """
     if not patch:
         return state
-    new = _Patcher(state).apply(patch)
+    old = as_state(state)
+    patcher = _Patcher(old)
+    new = patcher.apply(patch)
     if not isinstance(new, dict):
         raise StateError("state_patch replaced the state with a non-object")
+    result = State(new)
+    result.digest = hashlib.sha256((old.digest + canonical_json(patch)).encode()).hexdigest()
+    if patcher.whole:  # the document itself was replaced: it is its own base now
+        result.base, result.touched = result, frozenset()
+    else:
+        result.base, result.touched = old.base, old.touched | patcher.touched
     if schema is not None:
-        problems = validate_instance(schema, new)
+        problems = check_touched(schema, result, patcher.touched, whole=patcher.whole)
         if problems:
             raise StateError("patched state breaks state_schema: " + "; ".join(problems[:3]))
-    return new
+    return result
+
+
+_ROOT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "title", "description", "$schema"}
+_COLLECTION_KEYWORDS = {"type", "additionalProperties", "title", "description"}
+
+
+def check_touched(
+    schema: dict[str, Any], state: dict[str, Any], touched: Iterable[Touched], *, whole: bool = False
+) -> list[str]:
+    """The problems of `state` under `schema` in the parts `touched` names (the rest was valid before).
+
+    A schema of the common shape (an object whose `properties` and `additionalProperties` give each top-level
+    value's schema, each collection an object of records under one `additionalProperties` schema) is checked on
+    the touched records only; a schema using other keywords at those levels is checked on the touched top-level
+    values, or (at the root) whole.
+    """
+    if whole or not set(schema) <= _ROOT_KEYWORDS or schema.get("type", "object") != "object":
+        return validate_instance(schema, state)
+    problems = [f"$: {name!r} is a required property" for name in schema.get("required", []) if name not in state]
+    properties: dict[str, Any] = schema.get("properties") or {}
+    extra = schema.get("additionalProperties", True)
+    by_collection: dict[str, set[str] | None] = {}
+    for item in touched:
+        keys = by_collection.setdefault(item[0], set())
+        if len(item) == 1 or keys is None:
+            by_collection[item[0]] = None
+        else:
+            keys.add(item[1])
+    for name in sorted(by_collection):
+        if name not in state:
+            continue
+        sub = properties.get(name, extra)
+        if sub is False:
+            problems.append(f"$: additional property {name!r} is not allowed")
+            continue
+        if not isinstance(sub, dict):
+            continue
+        keys = by_collection[name]
+        value = state[name]
+        record = sub.get("additionalProperties")
+        if (
+            keys is None
+            or not isinstance(value, dict)
+            or not isinstance(record, dict)
+            or not set(sub) <= _COLLECTION_KEYWORDS
+        ):
+            problems += [f"$.{name}{p[1:]}" for p in validate_instance(sub, value)]
+            continue
+        for key in sorted(keys):
+            if key in value:
+                problems += [f"$.{name}.{key}{p[1:]}" for p in validate_instance(record, value[key])]
+    return problems
+
+
+def state_diff(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """An RFC 6902 patch from `before` to `after`: for two states of one base, made from the records either
+    touched (O(what they changed)); otherwise by comparing them whole."""
+    if not (isinstance(before, State) and isinstance(after, State) and before.base is after.base):
+        return list(jsonpatch.make_patch(before, after).patch)
+    whole = {t[0] for t in before.touched | after.touched if len(t) == 1}
+    parts = sorted({t if t[0] not in whole else (t[0],) for t in before.touched | after.touched})
+    ops: list[dict[str, Any]] = []
+    for part in parts:
+        old, new = (_at(s, part) for s in (before, after))
+        if old is _MISSING and new is _MISSING:
+            continue
+        prefix = _pointer(list(part))
+        if old is _MISSING:
+            ops.append({"op": "add", "path": prefix, "value": new})
+        elif new is _MISSING:
+            ops.append({"op": "remove", "path": prefix})
+        elif not _json_equal(old, new):
+            for op in jsonpatch.make_patch(old, new).patch:
+                ops.append(
+                    {**op, "path": prefix + op["path"], **({"from": prefix + op["from"]} if "from" in op else {})}
+                )
+    return ops
+
+
+def _at(state: dict[str, Any], part: Touched) -> Any:
+    value = state.get(part[0], _MISSING)
+    if len(part) == 2:
+        value = value.get(part[1], _MISSING) if isinstance(value, dict) else _MISSING
+    return value
 
 
 class _Patcher:
@@ -56,6 +212,15 @@ class _Patcher:
     def __init__(self, document: Any) -> None:
         self.root = document
         self.own: dict[int, Any] = {}  # id -> a container this patch created (kept alive, so ids stay unique)
+        self.touched: set[Touched] = set()  # what the operations changed (see `Touched`)
+        self.whole = False  # whether an operation replaced the whole document
+
+    def _touch(self, tokens: list[str]) -> None:
+        part = _touched_by(self.root, tokens) if isinstance(self.root, dict) else None
+        if part is None:
+            self.whole = True
+        else:
+            self.touched.add(part)
 
     def apply(self, patch: list[dict[str, Any]]) -> Any:
         if not isinstance(patch, list):
@@ -75,6 +240,10 @@ class _Patcher:
             raise _PatchFailure(f"'{kind}' needs a 'value'")
         if kind in ("move", "copy") and not isinstance(op.get("from"), str):
             raise _PatchFailure(f"'{kind}' needs a string 'from'")
+        if kind != "test":
+            self._touch(path)
+        if kind == "move":
+            self._touch(_tokens(op["from"]))
         if kind == "add":
             self._put(path, _copy_json(op["value"]))
         elif kind == "remove":
