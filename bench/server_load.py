@@ -1,12 +1,14 @@
 """Server overhead and load: simia vs a bare MCP SDK server, same machine, same run, printed as ratios.
 
-    python bench/server_load.py [overhead|scale|realistic|all] [--episodes N] [--calls N] [--synchronous FULL] [--quick]
+    python bench/server_load.py [overhead|scale|realistic|all] [--episodes N] [--calls N] [--synchronous FULL]
+                                [--world mock|retail-1x] [--quick]
 
 overhead   per-call cost with a zero-latency scripted backend vs a bare SDK server echoing its
            arguments (target: simia / bare <= 1.25)
 scale      1,000 concurrent episodes x 5 calls against a 200 ms backend vs a bare SDK server making
            one model call per tool call (targets: zero errors, throughput >= 0.80 of bare; p99 latency
-           and server memory per episode reported)
+           and server memory per episode reported); `--world retail-1x` serves a generated retail world of
+           tau2's size (bench/_retail_scale.py) instead of `mock`, its agents reading orders
 realistic  50 concurrent episodes against a 1 s backend (targets: throughput >= 0.90 of the ideal
            50 calls/s, p99 added latency <= 250 ms)
 
@@ -28,18 +30,40 @@ import statistics
 import sys
 import tempfile
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _driver import PY, ROOT, Load, Process, cpu_seconds, create_episodes, drive, free_port, merged, rss_mb
+from _retail_scale import load_state, world_dir, world_name
 
 ARGS = {"name": "milk", "qty": 4}
 SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
 SYNCHRONOUS = "NORMAL"  # --synchronous: NORMAL survives a crash of the server process (kill -9), FULL a power loss
 
 
-def simia(port: int, db: Path, backend: list[str], cpus: set[int] | None = None) -> Process:
+@dataclass(frozen=True)
+class Served:
+    """The world simia serves, the call every agent makes, and how the fake provider answers it."""
+
+    name: str = "mock"
+    worlds_dir: Path = ROOT / "tool_specs"
+    tool: str = "set_quantity"
+    arguments: dict[str, Any] = field(default_factory=lambda: ARGS)
+    provider: tuple[str, ...] = ("-m", "simia.testing.fake_provider")  # a simulator of the mock world
+
+
+def retail_1x() -> Served:
+    """A generated retail world of tau2's size (cached after the first run), its agents reading one order."""
+    folder, name = world_dir(1.0), world_name(1.0)
+    order = next(iter(load_state(folder, name)["orders"]))
+    fake = (str(ROOT / "bench" / "_retail_scale.py"), "fake", "--world", str(folder / name))
+    return Served(name, folder, "get_order_details", {"order_id": order}, fake)
+
+
+def simia(port: int, db: Path, backend: list[str], cpus: set[int] | None = None, served: Served = Served()) -> Process:
     return Process(
         [
             PY,
@@ -51,9 +75,9 @@ def simia(port: int, db: Path, backend: list[str], cpus: set[int] | None = None)
             "--port",
             str(port),
             "--worlds-dir",
-            str(ROOT / "tool_specs"),
+            str(served.worlds_dir),
             "--world",
-            "mock",
+            served.name,
             "--log-level",
             "warning",
             "--synchronous",
@@ -70,10 +94,10 @@ def bare(port: int, *mode: str, cpus: set[int] | None = None) -> Process:
 
 
 @contextlib.asynccontextmanager
-async def fake_provider(latency: float) -> AsyncIterator[str]:
+async def fake_provider(latency: float, served: Served = Served()) -> AsyncIterator[str]:
     """A fake OpenAI-compatible provider answering after `latency` seconds; yields its base URL."""
     port = free_port()
-    fake = Process([PY, "-m", "simia.testing.fake_provider", "--port", str(port), "--latency", str(latency)], port)
+    fake = Process([PY, *served.provider, "--port", str(port), "--latency", str(latency)], port)
     try:
         await fake.ready("/v1/chat/completions")
         yield f"http://127.0.0.1:{port}/v1"
@@ -94,13 +118,15 @@ def report(name: str, load: Load) -> None:
         print(f"    first error: {load.errors[0]}")
 
 
-async def run_simia(db_dir: Path, backend: list[str], episodes: int, calls: int) -> tuple[Load, float, float]:
+async def run_simia(
+    db_dir: Path, backend: list[str], episodes: int, calls: int, served: Served = Served()
+) -> tuple[Load, float, float]:
     port = free_port()
-    server = await simia(port, db_dir / f"bench-{port}.db", backend).ready()
+    server = await simia(port, db_dir / f"bench-{port}.db", backend, served=served).ready()
     try:
         before = rss_mb(server.proc.pid)
-        ids = await create_episodes(server.port, episodes)
-        load = await drive(server.port, [f"/episodes/{i}/mcp" for i in ids], calls, "set_quantity", ARGS)
+        ids = await create_episodes(server.port, episodes, served.name)
+        load = await drive(server.port, [f"/episodes/{i}/mcp" for i in ids], calls, served.tool, served.arguments)
         after = rss_mb(server.proc.pid)
     finally:
         server.stop()
@@ -149,16 +175,19 @@ async def overhead(tmp: Path, agents: int, calls: int, rounds: int = 9, warmup: 
     )
 
 
-async def scale(tmp: Path, episodes: int, calls: int, latency: float) -> None:
-    print(f"scale: {episodes} concurrent episodes x {calls} calls, backend latency {latency * 1000:.0f} ms")
-    async with fake_provider(latency) as url:
+async def scale(tmp: Path, episodes: int, calls: int, latency: float, served: Served = Served()) -> None:
+    print(
+        f"scale: {episodes} concurrent episodes x {calls} calls, backend latency {latency * 1000:.0f} ms, "
+        f"world {served.name}"
+    )
+    async with fake_provider(latency, served) as url:
         base = await bare(free_port(), "model", url).ready("/mcp")
         try:
             bare_load = await drive(base.port, ["/mcp"] * episodes, calls, "set_quantity", ARGS)
             bare_rss = rss_mb(base.proc.pid)
         finally:
             base.stop()
-        ours, before, after = await run_simia(tmp, fake_backend(url, 100_000), episodes, calls)
+        ours, before, after = await run_simia(tmp, fake_backend(url, 100_000), episodes, calls, served)
     report("bare SDK server + 1 model call", bare_load)
     report("simia", ours)
     print(f"  throughput simia / bare = {ours.throughput / bare_load.throughput:.2f}   (target >= 0.80)")
@@ -188,6 +217,9 @@ async def main() -> None:
     parser.add_argument("--episodes", type=int, help="concurrent episodes for scale (default 1000; quick 20)")
     parser.add_argument("--calls", type=int, help="calls per episode for scale and realistic (default 5; quick 2)")
     parser.add_argument("--synchronous", choices=["NORMAL", "FULL"], default="NORMAL", help="simia's SQLite sync mode")
+    parser.add_argument(
+        "--world", choices=["mock", "retail-1x"], default="mock", help="the world of scale (retail-1x: tau2's size)"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check that the bench runs, not its targets")
     args = parser.parse_args()
     global SYNCHRONOUS
@@ -200,7 +232,8 @@ async def main() -> None:
         if args.scenario in ("overhead", "all"):
             await (overhead(Path(tmp), 4, 20, rounds=2, warmup=2) if quick else overhead(Path(tmp), 16, 200))
         if args.scenario in ("scale", "all"):
-            await scale(Path(tmp), episodes, calls, 0.05 if quick else 0.2)
+            served = retail_1x() if args.world == "retail-1x" else Served()
+            await scale(Path(tmp), episodes, calls, 0.05 if quick else 0.2, served)
         if args.scenario in ("realistic", "all"):
             await realistic(Path(tmp), 10 if quick else 50, calls, 0.2 if quick else 1.0)
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import httpx2 as httpx
 from simia.sim.storage import SqliteStore
+from simia.sim.world import state_hash
 from simia.testing.processes import serve_process
 
 TARGET_MS = 300.0
@@ -38,7 +39,8 @@ def fill(path: Path, episodes: int) -> str:
     """Write `episodes` episodes with 3 events each into simia's schema; returns the id of one judged episode."""
     asyncio.run(SqliteStore(path).close())  # the store creates the schema and its indexes
     rng = random.Random(7)
-    state = json.dumps({"items": {"apple": {"qty": 3}, "milk": {"qty": 0}}})
+    initial = {"items": {"apple": {"qty": 3}, "milk": {"qty": 0}}}
+    state, base_hash = json.dumps(initial), state_hash(initial)
     start = time.time() - episodes * 2.0
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA synchronous=OFF")
@@ -52,7 +54,7 @@ def fill(path: Path, episodes: int) -> str:
             group = f"ep_{i - i % 4:08d}" if i % 8 >= 4 and i % 4 else None
             episode_rows.append(
                 (eid, "mock", "h", TASKS[i % len(TASKS)], i, "", "active" if active else "ended", 3, 3, 2100, 150,
-                 0.0012, state, state, group, 1 if group else None, group, verdict, reward, created, created + 1.5,
+                 0.0012, base_hash, group, 1 if group else None, group, verdict, reward, created, created + 1.5,
                  None if active else created + 1.5)
             )  # fmt: skip
             for seq in (1, 2, 3):
@@ -65,10 +67,11 @@ def fill(path: Path, episodes: int) -> str:
                 )  # fmt: skip
         conn.executemany(
             "INSERT INTO episodes (id, world, world_hash, task, seed, principal, status, seq, calls, prompt_tokens, "
-            "completion_tokens, cost_usd, initial_state, state, parent_id, fork_step, group_id, verdict, reward, "
-            "created_at, updated_at, ended_at) VALUES (" + ", ".join("?" * 22) + ")",
+            "completion_tokens, cost_usd, base_hash, parent_id, fork_step, group_id, verdict, reward, "
+            "created_at, updated_at, ended_at) VALUES (" + ", ".join("?" * 21) + ")",
             episode_rows,
         )
+        conn.execute("INSERT INTO states (hash, state) VALUES (?, ?)", (base_hash, state))
         conn.executemany(
             "INSERT INTO events (episode_id, seq, tool, arguments, output, text, is_error, error_code, error_kind, "
             "state_patch, usage, latency_ms, model, created_at) VALUES (" + ", ".join("?" * 14) + ")",

@@ -52,7 +52,7 @@ def register(sub: Any) -> None:
     m = commands.add_parser("migrate", help="upgrade a database to this simia's schema (serve does it on start too)")
     m.add_argument("--db", default=default_db(), metavar="PATH|URL", help="SQLite file or postgresql:// URL")
     m.set_defaults(func=_migrate)
-    c = commands.add_parser("copy", help="copy every episode, event, snapshot and cache row to another database")
+    c = commands.add_parser("copy", help="copy every episode, event, state and cache row to another database")
     c.add_argument("--from", dest="source", required=True, metavar="PATH|URL", help="the database to copy")
     c.add_argument(
         "--to", dest="destination", required=True, metavar="PATH|URL", help="an empty database (or new file)"

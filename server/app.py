@@ -142,6 +142,7 @@ class SimiaApp:
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
         self.metrics.live = await self.store.count_live()
+        await self.service.start()
         sweeper = asyncio.create_task(self._sweep())
         async with self.mcp.episode_server.session_manager.run(), self.mcp.world_server.session_manager.run():
             if self.settings.tune_gc:
@@ -257,7 +258,8 @@ class SimiaApp:
         episode = await self.service.get(request.path_params["episode_id"], request.state.principal)
         events = await self.store.events(episode.id)
         detail = self._episode(request, episode, EpisodeDetail)
-        detail.state, detail.initial_state = episode.state, episode.initial_state
+        detail.initial_state = await self.store.state_at(episode.id, 0)
+        detail.state = await self.store.state_at(episode.id, episode.seq)
         detail.events = [Event.model_validate(e.public()) for e in events]
         detail.transcript, detail.tokens = episode.transcript, episode.tokens
         return json_response(detail)

@@ -27,7 +27,7 @@ from simia.sim.errors import StoreConflict
 from simia.sim.perturbation import PRE_CALL
 from simia.sim.records import EpisodeRecord, EventRecord
 from simia.sim.storage import Store
-from simia.sim.world import World
+from simia.sim.world import World, compact_json
 
 from .errors import Conflict, NotFound, Overloaded
 from .injection import draw_fault, injected, perturbed
@@ -36,11 +36,13 @@ from .metrics import Metrics
 from .real_tools import RealTools, routed
 from .settings import ServerSettings
 
-__all__ = ["CONFLICT_RETRIES", "CallPipeline"]
+__all__ = ["CONFLICT_RETRIES", "LARGE_PATCH_BYTES", "CallPipeline"]
 
 log = logging.getLogger("simia.calls")
 CONFLICT_RETRIES = 8
 """How many times a call is run again after another replica committed a call of its episode first."""
+LARGE_PATCH_BYTES = 65_536
+"""A state patch over this many bytes is reported (its event's detail, `simia_large_state_patches`)."""
 
 
 class CallPipeline:
@@ -154,7 +156,7 @@ class CallPipeline:
                 error_kind="infra",
                 request_key=request_key,
             )
-            event = await self.store.commit_event(episode_id, event, None, expected_seq=episode.seq)
+            event = await self.store.commit_event(episode_id, event, expected_seq=episode.seq)
             entry.applied(episode, event, None)
             return world.name, event
         max_bytes = self.settings.max_argument_bytes
@@ -162,7 +164,7 @@ class CallPipeline:
             self.real, world, tool, arguments, request_key, max_argument_bytes=max_bytes
         )
         if routed_event is not None:  # answered by the real server (or its failure): the state is unchanged
-            event = await self.store.commit_event(episode_id, routed_event, None, expected_seq=episode.seq)
+            event = await self.store.commit_event(episode_id, routed_event, expected_seq=episode.seq)
             entry.applied(episode, event, None)
             return world.name, event
         fault = draw_fault(episode, world, tool, arguments, max_argument_bytes=max_bytes)
@@ -172,23 +174,39 @@ class CallPipeline:
         else:
             window = entry.window(world.simulator.window)
             seed = None if episode.seed is None else episode.seed * 100_003 + episode.seq
+            state = episode.state
+            assert state is not None  # a live episode's record holds its state (`LiveEpisodes.load`)
             step = await self.simulator.step(
                 world,
-                episode.state,
+                state,
                 window,
                 ToolCall(tool, arguments),
                 seed=seed,
                 max_argument_bytes=max_bytes,
             )
-            new_state = step.state if step.state is not episode.state and step.state_patch else None
+            new_state = step.state if step.state is not state and step.state_patch else None
             event = _event_of(step, request_key)
             if fell_back:
                 event = replace(event, detail=f"{fell_back}; simulated instead. {event.detail}".strip())
             if fault is not None and not step.is_error:
                 event, new_state = perturbed(world, event, new_state, fault, entry.recent, request_key)
-        event = await self.store.commit_event(episode_id, event, new_state, expected_seq=episode.seq)
+            if new_state is not None:
+                event = self._cost_of_patch(event)
+        event = await self.store.commit_event(episode_id, event, expected_seq=episode.seq)
         entry.applied(episode, event, new_state)
         return world.name, event
+
+    def _cost_of_patch(self, event: EventRecord) -> EventRecord:
+        """Count what the call writes to the state; a patch over `LARGE_PATCH_BYTES` (a huge subtree replaced) is
+        accepted, and says its size in the event's detail: it is stored once, in its event, and read again each
+        time the episode's state is rebuilt."""
+        size = len(compact_json(event.state_patch).encode())
+        self.metrics.patch_bytes += size
+        if size <= LARGE_PATCH_BYTES:
+            return event
+        self.metrics.large_patches += 1
+        note = f"large state patch: {size} bytes (over {LARGE_PATCH_BYTES}); accepted, stored in this event"
+        return replace(event, detail=f"{event.detail} {note}".strip())
 
     def _observe(self, world: str, episode_id: str, event: EventRecord, seconds: float) -> None:
         outcome = "ok" if not event.is_error else (event.error_kind or "agent")

@@ -3,7 +3,7 @@ composes the live episodes it keeps in memory (live.py) and the pipeline its too
 
 from __future__ import annotations
 
-import copy
+import asyncio
 import secrets
 from typing import Any
 
@@ -12,7 +12,7 @@ from simia.sim.judging import EpisodeView, Judge
 from simia.sim.perturbation import Perturbation
 from simia.sim.records import EpisodeRecord, EventRecord
 from simia.sim.storage import Store
-from simia.sim.world import World, apply_patch
+from simia.sim.world import State, World, apply_patch
 
 from .calls import CallPipeline
 from .errors import BadRequest, NotFound, Overloaded
@@ -63,6 +63,13 @@ class EpisodeService:
         self._live = LiveEpisodes(store, self.metrics, window=window)
         self._calls = CallPipeline(self._live, self.world, simulator, store, settings, self.metrics, self.real)
 
+    async def start(self) -> None:
+        """Make each world ready before serving: its hashes (O(its state's size) once, off the event loop) and its
+        state's one stored copy, which every episode of the world references (so creating one writes no state)."""
+        for world in self.worlds.values():
+            await asyncio.to_thread(lambda w=world: (w.content_hash, w.base_state))
+            await self.store.put_base(world.base_state)
+
     def world(self, name: str) -> World:
         world = self.worlds.get(name)
         if world is None:
@@ -83,17 +90,24 @@ class EpisodeService:
         (default: the world's `simulator.perturbation`) injects faults into its calls."""
         world = self.world(world_name)
         await self._check_capacity()
-        state = copy.deepcopy(world.initial_state)
+        base = world.base_state
+        await self.store.put_base(base)  # stored once per process and world (the store remembers)
+        patches: list[list[dict[str, Any]]] = []
+        state: State = base
         if task is not None:
             spec = world.task(task)
             if spec is None:
                 ids = ", ".join(t.id for t in world.tasks) or "(this world has no tasks)"
                 raise NotFound(f"unknown task {task!r} in world {world.name!r}; tasks: {ids}")
-            state = apply_patch(state, spec.initial_state_patch, world.state_schema)
+            if spec.initial_state_patch:
+                state = apply_patch(state, spec.initial_state_patch, world.state_schema)
+                patches.append(spec.initial_state_patch)
         chosen = perturbation or world.simulator.perturbation
         return await self._open(
             world,
             state,
+            base.digest,
+            patches,
             task=task,
             seed=seed,
             principal=principal,
@@ -109,10 +123,15 @@ class EpisodeService:
         if step < 0 or step > parent.seq:
             raise BadRequest(f"step must be between 0 and {parent.seq} (the episode's last step), got {step}")
         await self._check_capacity()
-        state = await self.store.state_at(parent.id, step)
+        path = await self.store.state_path(parent.id, step)
+        state = await self.store.base(path.base_hash)
+        for patch in path.patches:  # O(what the parent changed), never a copy of the state
+            state = apply_patch(state, patch, None)
         return await self._open(
             world,
             state,
+            path.base_hash,
+            path.patches,
             task=parent.task,
             seed=parent.seed,
             principal=principal,
@@ -122,14 +141,19 @@ class EpisodeService:
             perturbation=parent.perturbation,
         )
 
-    async def _open(self, world: World, state: dict[str, Any], **fields: Any) -> EpisodeRecord:
-        """Create, store and remember a new active episode of `world` starting from `state`."""
+    async def _open(
+        self, world: World, state: State, base_hash: str, base_patches: list[list[dict[str, Any]]], **fields: Any
+    ) -> EpisodeRecord:
+        """Create, store and remember a new active episode of `world` starting from `state`, which is the stored
+        base `base_hash` with `base_patches` applied (the row references them: no state is written)."""
         episode = EpisodeRecord(
             id=new_episode_id(),
             world=world.name,
             world_hash=world.content_hash,
             initial_state=state,
             state=state,
+            base_hash=base_hash,
+            base_patches=base_patches,
             **fields,
         )
         await self.store.create_episode(episode)
@@ -188,10 +212,9 @@ class EpisodeService:
                 was_active = episode.status == "active"
                 verdict = episode.verdict
                 if self.judge is not None and (verdict is None or transcript is not None):
-                    events = await self.store.events(episode_id)
                     world = self.world(episode.world)
                     task = world.task(episode.task) if episode.task else None
-                    view = EpisodeView.of(episode, events, transcript)
+                    view = await EpisodeView.read(self.store, episode, transcript)
                     verdict = await self.judge.judge(world, task, view)
                 await self.store.set_status(
                     episode_id,

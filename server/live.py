@@ -9,7 +9,7 @@ further behind (or ended elsewhere), it is read again whole.
 from __future__ import annotations
 
 import asyncio
-import copy
+import dataclasses
 from collections import OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -117,8 +117,9 @@ class LiveEpisodes:
         return entry
 
     def remember(self, episode: EpisodeRecord) -> None:
-        """Keep a copy of a just-created episode, so that its first call reads nothing."""
-        self.entry(episode.id).record = copy.deepcopy(episode)
+        """Keep a copy of a just-created episode, so that its first call reads nothing (states are values: the copy
+        shares them, and a live episode's memory is what its calls changed)."""
+        self.entry(episode.id).record = dataclasses.replace(episode)
 
     async def load(self, episode_id: str, entry: LiveEpisode) -> EpisodeRecord | None:
         """The cached record (loading it, its window and its latest events on first use); with a `Store.shared`
@@ -130,6 +131,7 @@ class LiveEpisodes:
             record = await self.store.get_episode(episode_id)
             if record is None:
                 return None
+            record.state = await self.store.state_at(episode_id, record.seq)  # its base and patches: O(its changes)
             entry.recent.clear()
             entry.recent.extend(await self.store.recent_events(episode_id, self.keep))
             entry.record = record
@@ -145,7 +147,9 @@ class LiveEpisodes:
             return False
         try:
             for event in progress.events:
-                new_state = apply_patch(record.state, event.state_patch, None) if event.state_patch else None
+                state = record.state
+                assert state is not None
+                new_state = apply_patch(state, event.state_patch, None) if event.state_patch else None
                 entry.applied(record, event, new_state)
         except StateError:  # cannot happen for patches that were committed; reading again is always right
             return False

@@ -37,6 +37,8 @@ class Metrics:
         self.live = 0
         self.conflicts = 0  # calls run again because another process committed a call of their episode first
         self.caught_up = 0  # calls whose cached episode first took the events another process committed
+        self.patch_bytes = 0  # the state patches' bytes (a call's own write cost: nothing else state-sized is written)
+        self.large_patches = 0  # state patches over `LARGE_PATCH_BYTES`
         self.backend_failures: Counter[str] = Counter()  # the simulator backend's failed attempts, by kind
         self.registry = CollectorRegistry()
         self.registry.register(_Collector(self))
@@ -117,6 +119,16 @@ class _Collector(Collector):
             "simia_episode_catch_ups",
             "Calls whose cached episode first took the events another replica committed since",
             value=m.caught_up,
+        )
+        yield CounterMetricFamily(
+            "simia_state_patch_bytes",
+            "Bytes of the state patches committed (what calls wrote to the state)",
+            value=m.patch_bytes,
+        )
+        yield CounterMetricFamily(
+            "simia_large_state_patches",
+            "State patches over 64 KB (each says its size in its event's detail)",
+            value=m.large_patches,
         )
         created = CounterMetricFamily("simia_episodes_created", "Episodes created", labels=["world"])
         for world, count in sorted(m.episodes.items()):

@@ -1,7 +1,9 @@
 """The stored records: an episode and one of its tool calls (an event), as every store keeps them.
 
 Plain dataclasses shared by the store implementations, the server and the exports;
-`EventRecord.counts_as_call` is the one rule for which events count as calls.
+`EventRecord.counts_as_call` is the one rule for which events count as calls. An episode's state is not in its
+record as stored: it is a base state, kept once for every episode that starts from it, and patches (the episode's
+`base_patches`, then its events' `state_patch`), which `StatePath` lists and `Store.state_at` applies.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pydantic_core import to_json
 
 from .verdict import Verdict
 
-__all__ = ["BUDGET_CODES", "EpisodeRecord", "EventRecord", "PastCall", "Progress"]
+__all__ = ["BUDGET_CODES", "EpisodeRecord", "EventRecord", "PastCall", "Progress", "StatePath"]
 
 BUDGET_CODES = frozenset({"budget_calls", "budget_tokens"})
 """The error codes of a call an episode's budget refused: such a call never ran, so it is not a call."""
@@ -23,13 +25,26 @@ BUDGET_CODES = frozenset({"budget_calls", "budget_tokens"})
 
 @dataclass
 class EpisodeRecord:
-    """One episode as stored."""
+    """One episode as stored.
+
+    Attributes:
+        initial_state, state: the states at its start and after its last event, when the record holds them (a
+            record just created, or a live episode's); None in a record read from a store, which never loads
+            states with an episode (`Store.state_at` rebuilds one).
+        base_hash: the digest of the base state its initial state was made from (`Store.put_base`); "" until
+            the store that creates the episode sets it.
+        base_patches: the RFC 6902 patches, in order, that turn the base into its initial state: a task's
+            `initial_state_patch`; for a fork, its parent's base patches and then the parent's event patches up
+            to the fork step.
+    """
 
     id: str
     world: str
     world_hash: str
-    initial_state: dict[str, Any]
-    state: dict[str, Any]
+    initial_state: dict[str, Any] | None = None
+    state: dict[str, Any] | None = None
+    base_hash: str = ""
+    base_patches: list[list[dict[str, Any]]] = field(default_factory=list)
     task: str | None = None
     seed: int | None = None
     principal: str = ""
@@ -154,6 +169,16 @@ class EventRecord:
             "injected": self.injected,
             "source": self.source,
         }
+
+
+@dataclass(frozen=True)
+class StatePath:
+    """How to rebuild an episode's state at a step (`Store.state_path`): the base, then these patches in order."""
+
+    base_hash: str
+    """The digest of the base state (`Store.base` reads it)."""
+    patches: list[list[dict[str, Any]]]
+    """The episode's `base_patches`, then the non-empty `state_patch` of each of its events up to the step."""
 
 
 @dataclass

@@ -26,8 +26,11 @@ def state_diff(before: Any, after: Any, path: str = "") -> list[Change]:
     """The smallest paths where `after` differs from `before`, in document order.
 
     Objects are compared key by key and arrays index by index (a longer or shorter array adds or removes
-    its tail); anything else that differs, including a change of type, is one `changed` path.
+    its tail); anything else that differs, including a change of type, is one `changed` path. A part both
+    states share (the same object: states of one episode share what its calls did not change) is skipped unread.
     """
+    if before is after:
+        return []
     if isinstance(before, dict) and isinstance(after, dict):
         changes: list[Change] = []
         for key in before:

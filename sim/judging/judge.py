@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonpatch
-
 from ..backends import Backend, CompletionRequest, Usage
 from ..errors import BackendError
+from ..records import EpisodeRecord
+from ..storage import Store
 from ..verdict import Criterion, Verdict
-from ..world import Task, World
+from ..world import Task, World, state_diff
 from .rules import rule_checks
 from .transcript import RecordedCall, mismatches, recorded_calls
 
@@ -47,10 +46,13 @@ class EpisodeView:
     infra_failures: int = 0
 
     @classmethod
-    def of(cls, episode: Any, events: Sequence[Any], transcript: list[dict[str, Any]] | None) -> EpisodeView:
-        """From a stored episode and its events (`simia.sim.storage.protocol` records)."""
+    async def read(cls, store: Store, episode: EpisodeRecord, transcript: list[dict[str, Any]] | None) -> EpisodeView:
+        """A stored episode as the judge reads it: its events, and its initial and final states (rebuilt from its
+        base and patches: they share the base, so the diff compares what the episode changed only)."""
+        events = await store.events(episode.id)
+        initial, final = await store.state_at(episode.id, 0), await store.state_at(episode.id, episode.seq)
         infra = sum(1 for e in events if e.is_error and e.error_kind == "infra")
-        return cls(episode.initial_state, episode.state, recorded_calls(events), transcript, infra)
+        return cls(initial, final, recorded_calls(events), transcript, infra)
 
 
 def data_block(nonce: str, payload: dict[str, Any]) -> tuple[str, str, str]:
@@ -62,7 +64,7 @@ def data_block(nonce: str, payload: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def _episode_payload(view: EpisodeView) -> dict[str, Any]:
-    diff = jsonpatch.make_patch(view.initial_state, view.final_state).patch
+    diff = state_diff(view.initial_state, view.final_state)
     conversation = [
         {k: m.get(k) for k in ("role", "content", "tool_calls", "tool_call_id") if m.get(k) is not None}
         for m in (view.transcript or [])

@@ -25,8 +25,7 @@ async def rejudge(
         if world is None:
             yield episode_id, f"world {episode.world!r} is not loaded (pass --worlds-dir with it)"
             continue
-        events = await store.events(episode_id)
         task = world.task(episode.task) if episode.task else None
-        verdict = await judge.judge(world, task, EpisodeView.of(episode, events, episode.transcript))
+        verdict = await judge.judge(world, task, await EpisodeView.read(store, episode, episode.transcript))
         await store.set_status(episode_id, episode.status, verdict=verdict)
         yield episode_id, verdict

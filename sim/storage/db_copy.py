@@ -21,13 +21,15 @@ from .sql import EPISODE_COLUMNS, EVENT_COLUMNS
 
 __all__ = ["TABLES", "CopyReport", "copy_database", "count_rows"]
 
-TABLES: dict[str, list[str]] = {  # in the order rows may be inserted (events and snapshots after episodes)
-    "episodes": [*EPISODE_COLUMNS, "snapshot_seq", "reward"],
+TABLES: dict[str, list[str]] = {  # in the order rows may be inserted (events after episodes)
+    "episodes": [*EPISODE_COLUMNS, "reward"],
     "events": ["episode_id", *EVENT_COLUMNS],
-    "snapshots": ["episode_id", "seq", "state"],
+    "states": ["hash", "state"],
     "llm_cache": ["key", "replay_key", "data", "model", "created"],
 }
 _BATCH = 1000
+_BATCH_OF = {"states": 4}
+"""Rows read at a time, where a table's rows may be megabytes (a base state is a whole world's)."""
 
 
 @dataclass
@@ -65,7 +67,7 @@ def _rows(conn: Any, table: str, columns: list[str]) -> Iterator[list[tuple[Any,
     sql = f"SELECT {', '.join(columns)} FROM {table}"
     cursor = conn.cursor(name=f"copy_{table}") if isinstance(conn, psycopg.Connection) else conn.cursor()
     cursor.execute(sql)
-    while batch := cursor.fetchmany(_BATCH):
+    while batch := cursor.fetchmany(_BATCH_OF.get(table, _BATCH)):
         yield batch
     cursor.close()
 

@@ -5,22 +5,35 @@ table) and keep a list of migrations, each bringing one version to the next. Ope
 database upgrades an older one in place before anything else is written to it (Postgres in
 one transaction; SQLite step by step, each step checking what it changes, so that it can run
 again); a database of a newer version, or one with tables that are not simia's, is refused
-before any write. Version 0 is a SQLite file written before versions were kept.
+before any write. Version 0 is a SQLite file written before versions were kept. A step that
+moves data, not just tables, and that both engines share lives here (`move_initial_states`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from typing import Any
+
 from ..errors import StoreSchemaError
+from ..world import state_hash
 
-__all__ = ["SCHEMA_VERSION", "not_simia", "schema_steps"]
+__all__ = ["SCHEMA_VERSION", "move_initial_states", "not_simia", "schema_steps"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The version of the tables this simia writes (the same number on every engine: `simia db copy` relies on it).
 
 1: the first versioned schema. 2: on Postgres, no index of `episodes` holds a column a call changes (the idle
 sweep's index on `updated_at` became a partial index of the active episodes), so a call's update of its
 episode's row is a heap-only (HOT) update that writes no index entries; SQLite, whose updates touch only the
-indexes of the columns they change, kept its tables."""
+indexes of the columns they change, kept its tables. 3: an episode's row holds no state: its initial state is a
+base, stored once in the `states` table under its digest however many episodes start from it, and the patches
+from that base (`base_hash`, `base_patches`); every later state is the base with those patches and the events'
+patches applied. The `initial_state`, `state` and `snapshot_seq` columns and the `snapshots` table are gone, so a
+call writes its event and its episode's counters, nothing the size of the state."""
+
+_MOVE_BATCH = 16
+"""Rows `move_initial_states` reads at a time (an old row's initial state may be megabytes)."""
 
 
 def schema_steps(version: int, tables: set[str], where: str) -> range | None:
@@ -50,3 +63,30 @@ def not_simia(where: str, tables: set[str]) -> StoreSchemaError:
     """The error for a database that has tables but no simia schema (another program's)."""
     shown = ", ".join(sorted(tables)[:3])
     return StoreSchemaError(f"{where} is not a simia database (it has other tables: {shown}); give a new or empty one")
+
+
+def move_initial_states(conn: Any, ph: str) -> int:
+    """Migration 2 -> 3's data step, on either engine (a DB-API connection, `ph` its placeholder): each episode
+    row's `initial_state` becomes a base in `states` (under `state_hash` of its JSON, so equal states share one
+    row, and a world's base put later finds its row there) and the row gets that `base_hash` and no base patches.
+
+    Rows that have a `base_hash` already are skipped, so the step can run again after failing half-way.
+
+    Returns:
+        The number of rows moved.
+    """
+    digests: dict[str, str] = {}  # the SHA-256 of a text as stored -> its state's digest: each text parsed once
+    moved = 0
+    select = f"SELECT id, initial_state FROM episodes WHERE base_hash = '' LIMIT {_MOVE_BATCH}"
+    insert = f"INSERT INTO states (hash, state) VALUES ({ph}, {ph}) ON CONFLICT (hash) DO NOTHING"
+    update = f"UPDATE episodes SET base_hash = {ph}, base_patches = '[]' WHERE id = {ph}"
+    while rows := conn.execute(select).fetchall():
+        for episode_id, text in rows:
+            seen = hashlib.sha256(text.encode()).hexdigest()
+            digest = digests.get(seen)
+            if digest is None:
+                digest = digests[seen] = state_hash(json.loads(text))
+                conn.execute(insert, (digest, text))
+            conn.execute(update, (digest, episode_id))
+        moved += len(rows)
+    return moved

@@ -8,7 +8,7 @@ UPDATE locks the episode's row: concurrent commits of one episode, from any numb
 processes, queue on that row and never on each other's episodes. The columns, their
 order and the JSON encoding are the SQLite store's (`simia db copy` moves rows between
 the two as they are). Each method's SQL sits in that method (the commit's in
-`_commit_sql`); the statements shared with SQLite come from `simia.sim.storage.sqlite`
+`_commit_sql`); the statements shared with SQLite come from `simia.sim.storage.sql`
 with `?` made `%s`.
 """
 
@@ -27,11 +27,12 @@ import psycopg
 from psycopg.rows import dict_row, tuple_row
 
 from ..errors import StoreConfigError, StoreConflict, StoreSchemaError, StoreUnavailable
-from ..records import EpisodeRecord, EventRecord, Progress
+from ..records import EpisodeRecord, EventRecord, Progress, StatePath
 from ..verdict import Verdict
-from ..world import apply_patch, compact_json
+from ..world import State, apply_patch, as_state, compact_json
+from ._bases import BaseStates
 from ._pg_connections import Connections
-from .migrations import SCHEMA_VERSION, not_simia, schema_steps
+from .migrations import SCHEMA_VERSION, move_initial_states, not_simia, schema_steps
 from .queries import (
     TEXT_SCAN_LIMIT,
     EpisodePage,
@@ -44,21 +45,27 @@ from .queries import (
     task_stats_sql,
 )
 from .sql import (
+    BASE_EXISTS_SQL,
+    BASE_SQL,
     CONSISTENCY_SQL,
-    EPISODE_COLUMNS,
+    EPISODE_SQL,
     EVENT_COLUMNS,
     INDEX_SQL,
+    INSERT_BASE,
     INSERT_EPISODE,
-    JSON_EPISODE,
+    MISSING_BASES_SQL,
+    PATCHES_SQL,
     PROGRESS_SQL,
     SET_STATUS_SQL,
-    SNAPSHOT_EVERY,
+    STATE_START_SQL,
     consistency_report,
     episode_from_row,
+    episode_params,
     event_from_row,
     list_sql,
     progress_from_rows,
     set_status_params,
+    state_path_of,
 )
 
 __all__ = ["PG_SCHEMA", "PgStore", "is_postgres_url", "redact_url"]
@@ -68,7 +75,9 @@ _FILLFACTOR = 50
 calls update them in place (heap-only)."""
 _ACTIVE_INDEX = "CREATE INDEX IF NOT EXISTS episodes_active ON episodes (id) WHERE status = 'active'"
 """The active episodes (the idle sweep, the live count). No index of `episodes` may hold a column a call changes
-(`seq`, the counters, `state`, `updated_at`, `snapshot_seq`): then a call's update writes no index entries."""
+(`seq`, the counters, `updated_at`): then a call's update writes no index entries."""
+_STATES_TABLE = "CREATE TABLE IF NOT EXISTS states (hash TEXT PRIMARY KEY, state TEXT NOT NULL)"
+"""Base states, each stored once under its digest (`simia.sim.world.State.digest`) as JSON text."""
 
 PG_SCHEMA = [
     f"""CREATE TABLE episodes (
@@ -84,8 +93,8 @@ PG_SCHEMA = [
     prompt_tokens BIGINT NOT NULL DEFAULT 0,
     completion_tokens BIGINT NOT NULL DEFAULT 0,
     cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0,
-    initial_state TEXT NOT NULL,
-    state TEXT NOT NULL,
+    base_hash TEXT NOT NULL DEFAULT '',
+    base_patches TEXT NOT NULL DEFAULT '[]',
     parent_id TEXT,
     fork_step BIGINT,
     group_id TEXT,
@@ -93,7 +102,6 @@ PG_SCHEMA = [
     transcript TEXT,
     tokens TEXT,
     status_reason TEXT,
-    snapshot_seq BIGINT NOT NULL DEFAULT 0,
     created_at DOUBLE PRECISION NOT NULL,
     updated_at DOUBLE PRECISION NOT NULL,
     ended_at DOUBLE PRECISION,
@@ -125,12 +133,7 @@ PG_SCHEMA = [
     PRIMARY KEY (episode_id, seq)
 )""",
     "CREATE INDEX events_created ON events (created_at)",  # the viewer's text filter reads the newest events
-    """CREATE TABLE snapshots (
-    episode_id TEXT NOT NULL REFERENCES episodes (id),
-    seq BIGINT NOT NULL,
-    state TEXT NOT NULL,
-    PRIMARY KEY (episode_id, seq)
-)""",
+    _STATES_TABLE,
     """CREATE TABLE llm_cache (
     key TEXT PRIMARY KEY,
     replay_key TEXT NOT NULL,
@@ -151,7 +154,32 @@ def _hot_updates(conn: psycopg.Connection[Any]) -> None:
     conn.execute(_ACTIVE_INDEX)  # type: ignore[arg-type]  # our own constant SQL
 
 
-MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_hot_updates]
+def _states_table(conn: psycopg.Connection[Any]) -> None:
+    """Migration 2 -> 3: each episode's initial state moves to the `states` table (`move_initial_states`), and the
+    state columns and the snapshots go (`simia.sim.storage.migrations.SCHEMA_VERSION`).
+
+    Nothing is lost: a version 2 database changed an episode's `state` only in the commit of an event carrying
+    the patch that made the change (errors, reads and refused calls carry an empty patch and left it alone), so
+    its `initial_state` and its events' patches rebuild every state, as `state_at` always did after the last
+    snapshot; a snapshot was such a state, written again. It runs in the transaction of the whole upgrade, and
+    each change checks what it changes."""
+    conn.execute(_STATES_TABLE)  # type: ignore[arg-type]  # our own constant SQL
+    conn.execute("ALTER TABLE episodes ADD COLUMN IF NOT EXISTS base_hash TEXT NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE episodes ADD COLUMN IF NOT EXISTS base_patches TEXT NOT NULL DEFAULT '[]'")
+    found = conn.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND table_name = 'episodes' AND column_name = 'initial_state'"
+    ).fetchone()
+    if found is not None:
+        move_initial_states(conn, "%s")
+    conn.execute(
+        "ALTER TABLE episodes DROP COLUMN IF EXISTS state, DROP COLUMN IF EXISTS initial_state, "
+        "DROP COLUMN IF EXISTS snapshot_seq"
+    )
+    conn.execute("DROP TABLE IF EXISTS snapshots")
+
+
+MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_hot_updates, _states_table]
 """Step `v - 1` brings a Postgres database at version `v` to `v + 1`; version 1 is the first Postgres schema."""
 
 _META = "CREATE TABLE IF NOT EXISTS simia_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -167,40 +195,35 @@ def _pg(sql: str) -> str:
 
 
 _INSERT_EPISODE_PG = _pg(INSERT_EPISODE)
+_EPISODE_PG = _pg(EPISODE_SQL)
+_STATE_START_PG = _pg(STATE_START_SQL)
+_PATCHES_PG = _pg(PATCHES_SQL)
+_BASE_PG = _pg(BASE_SQL)
+_BASE_EXISTS_PG = _pg(BASE_EXISTS_SQL)
+_INSERT_BASE_PG = _pg(INSERT_BASE)
 _SET_STATUS_PG = _pg(SET_STATUS_SQL)
 _PROGRESS_PG = _pg(PROGRESS_SQL)
 _EVENT_SELECT = f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE episode_id = %s"
 
 
-def _commit_sql(*, with_state: bool, expected: bool) -> str:
+def _commit_sql(*, expected: bool) -> str:
     """The one statement that commits an event: advance the episode (its row stays locked until the statement
-    ends), insert the event at the new `seq`, and a snapshot of the new state when the last is `SNAPSHOT_EVERY`
-    events back. Nothing is written when the episode is missing or (with `expected`) not active at that seq."""
-    state = ", state = %(state)s" if with_state else ""
-    snapshot = (
-        f", snapshot_seq = CASE WHEN seq + 1 - snapshot_seq >= {SNAPSHOT_EVERY} THEN seq + 1 ELSE snapshot_seq END"
-        if with_state
-        else ""
-    )
+    ends) and insert the event at the new `seq`. Nothing is written when the episode is missing or (with
+    `expected`) not active at that seq."""
     guard = " AND seq = %(expected)s AND status = 'active'" if expected else ""
     columns = EVENT_COLUMNS[1:]  # after seq
-    sql = (
+    return (
         "WITH adv AS (UPDATE episodes SET seq = seq + 1, calls = calls + %(calls)s, "
         "prompt_tokens = prompt_tokens + %(prompt)s, completion_tokens = completion_tokens + %(completion)s, "
-        f"cost_usd = cost_usd + %(cost)s, updated_at = %(created_at)s{state}{snapshot} "
-        f"WHERE id = %(episode_id)s{guard} RETURNING seq, snapshot_seq), "
+        f"cost_usd = cost_usd + %(cost)s, updated_at = %(created_at)s WHERE id = %(episode_id)s{guard} "
+        "RETURNING seq), "
         f"ev AS (INSERT INTO events (episode_id, seq, {', '.join(columns)}) "
-        f"SELECT %(episode_id)s, adv.seq, {', '.join(f'%({c})s' for c in columns)} FROM adv)"
+        f"SELECT %(episode_id)s, adv.seq, {', '.join(f'%({c})s' for c in columns)} FROM adv) "
+        "SELECT seq FROM adv"
     )
-    if with_state:
-        sql += (
-            ", snap AS (INSERT INTO snapshots (episode_id, seq, state) "
-            "SELECT %(episode_id)s, adv.seq, %(state)s FROM adv WHERE adv.snapshot_seq = adv.seq)"
-        )
-    return sql + " SELECT seq FROM adv"
 
 
-_COMMIT_SQL = {(s, e): _commit_sql(with_state=s, expected=e) for s in (False, True) for e in (False, True)}
+_COMMIT_SQL = {expected: _commit_sql(expected=expected) for expected in (False, True)}
 
 
 def is_postgres_url(target: str) -> bool:
@@ -238,7 +261,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 class PgStore:
-    """Episodes, events, snapshots and the response cache in one Postgres database (a `Store`).
+    """Episodes, events, base states and the response cache in one Postgres database (a `Store`).
 
     The schema is created, upgraded or refused (`simia.sim.storage.migrations`) here, before the
     constructor returns, on a connection of its own; the connections (`Connections`) open on first use.
@@ -280,6 +303,7 @@ class PgStore:
         self._held: ContextVar[psycopg.AsyncConnection[dict[str, Any]] | None] = ContextVar("held", default=None)
         self.migrated_from: int | None = None
         """The schema version this store upgraded the database from (None: it was current, or new)."""
+        self._bases = BaseStates(_StatesTable(self))
         try:
             self._setup(create and not read_only)
         except psycopg.Error as exc:
@@ -386,18 +410,20 @@ class PgStore:
         self._closed = True
         await self._connections.close()
 
+    async def put_base(self, state: State) -> None:
+        await self._bases.put(state)
+
+    async def base(self, base_hash: str) -> State:
+        return await self._bases.get(base_hash)
+
     async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
-        values = [
-            compact_json(getattr(episode, k)) if k in JSON_EPISODE and getattr(episode, k) is not None
-            else getattr(episode, k)
-            for k in EPISODE_COLUMNS
-        ]  # fmt: skip
+        await self._bases.attach(episode)
         async with self._conn() as conn:
-            await conn.execute(_INSERT_EPISODE_PG, values)  # type: ignore[arg-type]
+            await conn.execute(_INSERT_EPISODE_PG, episode_params(episode))  # type: ignore[arg-type]
         return episode
 
     async def get_episode(self, episode_id: str) -> EpisodeRecord | None:
-        rows = await self._rows("SELECT * FROM episodes WHERE id = %s", (episode_id,))
+        rows = await self._rows(_EPISODE_PG, (episode_id,))
         return episode_from_row(rows[0]) if rows else None  # type: ignore[arg-type]  # a dict row reads alike
 
     async def list_episodes(
@@ -480,27 +506,22 @@ class PgStore:
         return [r["id"] for r in rows]
 
     async def commit_event(
-        self,
-        episode_id: str,
-        event: EventRecord,
-        new_state: dict[str, Any] | None,
-        *,
-        expected_seq: int | None = None,
+        self, episode_id: str, event: EventRecord, *, expected_seq: int | None = None
     ) -> EventRecord:
-        """Append `event` (and the new state, when it changed) in one statement (`_commit_sql`): its UPDATE
-        locks the episode's row, so the `expected_seq` check and the writes see no other commit in between."""
+        """Append `event` and advance its episode in one statement (`_commit_sql`): its UPDATE locks the episode's
+        row, so the `expected_seq` check and the writes see no other commit in between."""
         calls, prompt, completion, cost = event.counter_deltas()
         e = event
         params = {
             "episode_id": episode_id, "calls": calls, "prompt": prompt, "completion": completion, "cost": cost,
-            "expected": expected_seq, "state": None if new_state is None else compact_json(new_state),
+            "expected": expected_seq,
             "request_key": e.request_key, "tool": e.tool, "arguments": compact_json(e.arguments),
             "output": compact_json(e.output), "text": e.text, "is_error": int(e.is_error), "error_code": e.error_code,
             "error_kind": e.error_kind, "state_patch": compact_json(e.state_patch), "usage": compact_json(e.usage),
             "latency_ms": e.latency_ms, "model": e.model, "detail": e.detail, "created_at": e.created_at,
             "injected": e.injected, "source": e.source,
         }  # fmt: skip
-        sql = _COMMIT_SQL[(new_state is not None, expected_seq is not None)]
+        sql = _COMMIT_SQL[expected_seq is not None]
         async with self._conn() as conn:
             row = await (await conn.execute(sql, params)).fetchone()
             if row is None:
@@ -521,39 +542,29 @@ class PgStore:
         rows = await self._rows(f"{_EVENT_SELECT} ORDER BY seq", (episode_id,))
         return [event_from_row(r) for r in rows]  # type: ignore[arg-type]
 
-    async def state_at(self, episode_id: str, step: int) -> dict[str, Any]:
-        """The episode's state after event `step` (0: its initial state): the last snapshot at or
-        before `step` (or the initial state) with the patches of the events after it applied."""
+    async def state_path(self, episode_id: str, step: int) -> StatePath:
         async with self._conn() as conn:
-            row = await (
-                await conn.execute(
-                    "SELECT seq, state FROM snapshots WHERE episode_id = %s AND seq <= %s ORDER BY seq DESC LIMIT 1",
-                    (episode_id, step),
-                )
-            ).fetchone()
-            if row is None:
-                row = await (
-                    await conn.execute(
-                        "SELECT 0 AS seq, initial_state AS state FROM episodes WHERE id = %s", (episode_id,)
-                    )
-                ).fetchone()
-            if row is None:
-                raise LookupError(f"no episode {episode_id!r}")
-            patches = await (
-                await conn.execute(
-                    "SELECT state_patch FROM events WHERE episode_id = %s AND seq > %s AND seq <= %s "
-                    "AND state_patch <> '[]' ORDER BY seq",
-                    (episode_id, row["seq"], step),
-                )
-            ).fetchall()
-        state: dict[str, Any] = json.loads(row["state"])
-        for patch in patches:
-            state = apply_patch(state, json.loads(patch["state_patch"]), None)
+            cursor = conn.cursor(row_factory=tuple_row)
+            await cursor.execute(_STATE_START_PG, (episode_id,))
+            start = await cursor.fetchone()
+            patches = []
+            if start is not None:
+                await cursor.execute(_PATCHES_PG, (episode_id, step))
+                patches = await cursor.fetchall()
+        return state_path_of(start, (row[0] for row in patches), episode_id)
+
+    async def state_at(self, episode_id: str, step: int) -> State:
+        path = await self.state_path(episode_id, step)
+        state = await self.base(path.base_hash)
+        for patch in path.patches:
+            state = as_state(apply_patch(state, patch, None))  # a State already: as_state only says so
         return state
 
     async def integrity_check(self) -> str:
-        """`"ok"`, or the episodes whose `seq` disagrees with their events (`CONSISTENCY_SQL`)."""
-        return consistency_report([r["id"] for r in await self._rows(CONSISTENCY_SQL)])
+        """`"ok"`, or the episodes whose `seq` disagrees with their events (`CONSISTENCY_SQL`) or whose base state
+        is missing (`MISSING_BASES_SQL`)."""
+        bad = [r["id"] for r in await self._rows(CONSISTENCY_SQL)]
+        return consistency_report(bad, [r["id"] for r in await self._rows(MISSING_BASES_SQL)])
 
     async def get(self, key: str) -> dict[str, Any] | None:
         rows = await self._rows("SELECT data FROM llm_cache WHERE key = %s", (key,))
@@ -574,3 +585,21 @@ class PgStore:
                 "model = EXCLUDED.model, created = EXCLUDED.created",
                 (key, replay_key, compact_json(data), model, time.time()),
             )
+
+
+class _StatesTable:
+    """The `states` table through the store's connections (`simia.sim.storage._bases.BaseRows`)."""
+
+    def __init__(self, store: PgStore) -> None:
+        self._store = store
+
+    async def base_exists(self, digest: str) -> bool:
+        return bool(await self._store._rows(_BASE_EXISTS_PG, (digest,)))
+
+    async def insert_base(self, digest: str, text: str) -> None:
+        async with self._store._conn() as conn:
+            await conn.execute(_INSERT_BASE_PG, (digest, text))  # type: ignore[arg-type]  # our own constant SQL
+
+    async def base_text(self, digest: str) -> str | None:
+        rows = await self._store._rows(_BASE_PG, (digest,))
+        return str(rows[0]["state"]) if rows else None

@@ -11,8 +11,9 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
-from ..records import EpisodeRecord, EventRecord, Progress
+from ..records import EpisodeRecord, EventRecord, Progress, StatePath
 from ..verdict import Verdict
+from ..world import State
 from .queries import EpisodePage, EpisodeQuery, TaskStats
 
 __all__ = ["Store"]
@@ -20,6 +21,11 @@ __all__ = ["Store"]
 
 class Store(Protocol):
     """Episodes, their events and state history, and the simulator's response cache, in one database.
+
+    States are stored by reference: a base state (a world's initial state) is kept once, in the `states` table
+    under its digest, and an episode's row names its base and the patches from it (`EpisodeRecord.base_hash`,
+    `base_patches`); each event carries its state patch. So creating, forking or advancing an episode writes
+    nothing the size of its state, and reading or listing episodes reads no state (`state_at` rebuilds one).
 
     Every operation is a coroutine, and every write is committed (durable at the
     database's setting) before it returns: the server replies to a call only after
@@ -41,12 +47,36 @@ class Store(Protocol):
     """Whether other processes may write this database (Postgres replicas): a server then checks its cached
     copy of an episode against `progress` before each call."""
 
+    async def put_base(self, state: State) -> None:
+        """Store `state` as a base under its `digest` (once: again, from any process, it changes nothing), and keep
+        the object in memory for as long as the store is open, so the states `state_at` rebuilds from it share it.
+        A digest this store stored or read before costs nothing (no serialization, no query)."""
+        ...
+
+    async def base(self, base_hash: str) -> State:
+        """The base state stored under `base_hash`: the object in memory, else read and parsed off the event loop
+        (the last few read stay in memory).
+
+        Raises:
+            LookupError: no base is stored under that digest.
+        """
+        ...
+
     async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
-        """Insert a new episode (its id must be new) and return it, committed."""
+        """Insert a new episode (its id must be new) and return it, committed.
+
+        The row references `episode.base_hash` (a stored base) and `episode.base_patches`, and holds no state, so
+        a create costs the same whatever the state's size. An episode without a `base_hash` (a caller holding a
+        plain state) gets one: its `initial_state` becomes a base (`put_base`, O(its size)), with no patches.
+
+        Raises:
+            LookupError: `episode.base_hash` names no stored base (nothing is written).
+        """
         ...
 
     async def get_episode(self, episode_id: str) -> EpisodeRecord | None:
-        """The episode as last committed (counters, state, status, verdict), or None when there is none."""
+        """The episode as last committed (counters, status, verdict, base), or None when there is none; its
+        `initial_state` and `state` are None (no state is read: `state_at` rebuilds one)."""
         ...
 
     async def list_episodes(
@@ -59,7 +89,8 @@ class Store(Protocol):
         since: float | None = None,
         limit: int = 1000,
     ) -> list[EpisodeRecord]:
-        """Episodes matching every filter given (`since`: created at or after), oldest first, at most `limit`."""
+        """Episodes matching every filter given (`since`: created at or after), oldest first, at most `limit`;
+        like `get_episode`'s, with no states."""
         ...
 
     async def query_episodes(self, query: EpisodeQuery) -> EpisodePage:
@@ -106,20 +137,16 @@ class Store(Protocol):
         ...
 
     async def commit_event(
-        self,
-        episode_id: str,
-        event: EventRecord,
-        new_state: dict[str, Any] | None,
-        *,
-        expected_seq: int | None = None,
+        self, episode_id: str, event: EventRecord, *, expected_seq: int | None = None
     ) -> EventRecord:
         """Append one call's event and advance its episode, in one transaction committed before this returns.
 
         The episode's `seq` goes up by one and the event gets it (`event.seq` is set), so an
         episode's events are numbered 1, 2, 3... without gaps or repeats, however many commits
         run at once. In the same transaction `calls` grows by one when `event.counts_as_call`,
-        the token counts and cost grow by the event's `usage`, `updated_at` becomes the
-        event's `created_at`, and the state becomes `new_state` when it is not None.
+        the token counts and cost grow by the event's `usage`, and `updated_at` becomes the
+        event's `created_at`. The state the call made is the event's `state_patch` applied to the
+        previous one: nothing else is written for it.
 
         With `expected_seq` (the `seq` the caller's copy of the episode is at) the commit happens only
         if the episode, locked for the transaction, is still active at that `seq`: how calls of one
@@ -151,8 +178,23 @@ class Store(Protocol):
         """All the episode's events, in `seq` order."""
         ...
 
-    async def state_at(self, episode_id: str, step: int) -> dict[str, Any]:
-        """The episode's state right after event `step` (0: its initial state)."""
+    async def state_path(self, episode_id: str, step: int) -> StatePath:
+        """How to rebuild the episode's state right after event `step` (0: its initial state): its base, then its
+        `base_patches` and the non-empty `state_patch` of its events up to `step`, in `seq` order.
+
+        Raises:
+            LookupError: there is no such episode.
+        """
+        ...
+
+    async def state_at(self, episode_id: str, step: int) -> State:
+        """The episode's state right after event `step` (0: its initial state): `base` with `state_path`'s
+        patches applied, O(what they changed). Its digest is the one the live path reached (the base's, then
+        one step per non-empty patch), and it shares every unchanged part with the base in memory.
+
+        Raises:
+            LookupError: there is no such episode (or its base is missing).
+        """
         ...
 
     async def integrity_check(self) -> str:

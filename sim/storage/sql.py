@@ -8,35 +8,39 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..records import EpisodeRecord, EventRecord, Progress
+from ..records import EpisodeRecord, EventRecord, Progress, StatePath
 from ..verdict import Verdict
 from ..world import compact_json
 
 __all__ = [
+    "BASE_EXISTS_SQL",
+    "BASE_SQL",
     "CONSISTENCY_SQL",
     "EPISODE_COLUMNS",
+    "EPISODE_SQL",
     "EVENT_COLUMNS",
     "INDEX_SQL",
+    "INSERT_BASE",
     "INSERT_EPISODE",
     "JSON_EPISODE",
     "JSON_EVENT",
+    "MISSING_BASES_SQL",
+    "PATCHES_SQL",
     "PROGRESS_SQL",
     "SET_STATUS_SQL",
-    "SNAPSHOT_EVERY",
+    "STATE_START_SQL",
     "consistency_report",
     "episode_from_row",
+    "episode_params",
     "event_from_row",
     "list_sql",
     "progress_from_rows",
     "set_status_params",
+    "state_path_of",
 ]
-
-SNAPSHOT_EVERY = 16
-"""A state-changing event writes a snapshot when the last one is this many events back; the states in
-between are the snapshot plus the events' patches (`state_at`), so a call does not write the whole state twice."""
 
 INDEX_SQL = """
 CREATE INDEX IF NOT EXISTS episodes_created ON episodes (created_at);
@@ -52,10 +56,11 @@ created or judged, never on a call."""
 
 EPISODE_COLUMNS = [
     "id", "world", "world_hash", "task", "seed", "principal", "status", "seq", "calls", "prompt_tokens",
-    "completion_tokens", "cost_usd", "initial_state", "state", "parent_id", "fork_step", "group_id", "verdict",
+    "completion_tokens", "cost_usd", "base_hash", "base_patches", "parent_id", "fork_step", "group_id", "verdict",
     "transcript", "tokens", "status_reason", "created_at", "updated_at", "ended_at", "perturbation",
 ]  # fmt: skip
-JSON_EPISODE = {"initial_state", "state", "verdict", "transcript", "tokens", "perturbation"}
+"""The columns of an `EpisodeRecord` (every read selects these, never a state: an episode's row holds none)."""
+JSON_EPISODE = {"base_patches", "verdict", "transcript", "tokens", "perturbation"}
 EVENT_COLUMNS = [
     "seq", "request_key", "tool", "arguments", "output", "text", "is_error", "error_code", "error_kind",
     "state_patch", "usage", "latency_ms", "model", "detail", "created_at", "injected",
@@ -65,6 +70,41 @@ JSON_EVENT = {"arguments", "output", "state_patch", "usage"}
 INSERT_EPISODE = "INSERT INTO episodes ({}) VALUES ({})".format(
     ", ".join(EPISODE_COLUMNS), ", ".join("?" * len(EPISODE_COLUMNS))
 )
+EPISODE_SQL = f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episodes WHERE id = ?"
+"""`Store.get_episode`'s statement (parameter: the id)."""
+
+BASE_SQL = "SELECT state FROM states WHERE hash = ?"
+BASE_EXISTS_SQL = "SELECT 1 FROM states WHERE hash = ?"
+INSERT_BASE = "INSERT INTO states (hash, state) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING"
+"""A base state under its digest, written once: a second insert of one digest changes nothing (same digest, same
+state)."""
+STATE_START_SQL = "SELECT base_hash, base_patches FROM episodes WHERE id = ?"
+PATCHES_SQL = "SELECT state_patch FROM events WHERE episode_id = ? AND seq <= ? AND state_patch <> '[]' ORDER BY seq"
+"""`Store.state_path`'s two statements: where the episode starts (parameter: the id), then the patches of its
+events up to a step (parameters: the id, the step), the empty ones (reads, errors) left out."""
+
+
+def episode_params(episode: EpisodeRecord) -> list[Any]:
+    """The values of `INSERT_EPISODE` for `episode` (its JSON fields as JSON text)."""
+    return [
+        compact_json(getattr(episode, k)) if k in JSON_EPISODE and getattr(episode, k) is not None
+        else getattr(episode, k)
+        for k in EPISODE_COLUMNS
+    ]  # fmt: skip
+
+
+def state_path_of(start: Sequence[Any] | None, patches: Iterable[str], episode_id: str) -> StatePath:
+    """The `StatePath` of `STATE_START_SQL`'s row (None: no such episode) and `PATCHES_SQL`'s patch texts.
+
+    Raises:
+        LookupError: there is no such episode.
+    """
+    if start is None:
+        raise LookupError(f"no episode {episode_id!r}")
+    base_hash, base_patches = start
+    path: list[list[dict[str, Any]]] = json.loads(base_patches)
+    path.extend(patch for patch in map(json.loads, patches) if patch)
+    return StatePath(base_hash, path)
 
 
 def list_sql(
@@ -88,7 +128,7 @@ def list_sql(
         clauses.append(f"created_at >= {ph}")
         params.append(since)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    return f"SELECT * FROM episodes {where} ORDER BY created_at LIMIT {ph}", params
+    return f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episodes {where} ORDER BY created_at LIMIT {ph}", params
 
 
 SET_STATUS_SQL = (
@@ -131,13 +171,20 @@ CONSISTENCY_SQL = (
     "WHERE e.seq <> COALESCE(v.top, 0) OR COALESCE(v.n, 0) <> COALESCE(v.top, 0) ORDER BY e.id LIMIT 5"
 )
 """Episodes whose `seq` is not their last event's, or whose events are not numbered 1..seq without gaps."""
+MISSING_BASES_SQL = (
+    "SELECT e.id FROM episodes e LEFT JOIN states s ON s.hash = e.base_hash WHERE s.hash IS NULL ORDER BY e.id LIMIT 5"
+)
+"""Episodes whose base state is not stored (their states cannot be rebuilt)."""
 
 
-def consistency_report(bad: list[str]) -> str:
-    """What `integrity_check` says about the ids `CONSISTENCY_SQL` found."""
-    if not bad:
-        return "ok"
-    return f"episodes whose seq disagrees with their events (gaps or a lost event): {', '.join(bad)}"
+def consistency_report(bad: list[str], baseless: list[str]) -> str:
+    """What `integrity_check` says about the ids `CONSISTENCY_SQL` and `MISSING_BASES_SQL` found."""
+    problems = []
+    if bad:
+        problems.append(f"episodes whose seq disagrees with their events (gaps or a lost event): {', '.join(bad)}")
+    if baseless:
+        problems.append(f"episodes whose base state is missing from the states table: {', '.join(baseless)}")
+    return "; ".join(problems) or "ok"
 
 
 def episode_from_row(row: Mapping[str, Any]) -> EpisodeRecord:

@@ -1,4 +1,4 @@
-"""The SQLite store: episodes, their events and state snapshots, and the response cache, in one WAL file.
+"""The SQLite store: episodes, their events, the base states they start from, and the response cache, in one WAL file.
 
 `SqliteStore` implements `simia.sim.storage.protocol.Store` with the schema and row mapping
 here, on one connection driven by `simia.sim.storage._sqlite_batch.BatchExecutor` (group
@@ -8,7 +8,6 @@ commits; a call is answered only after its transaction commits).
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
@@ -16,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreConflict, StoreSchemaError
-from ..records import EpisodeRecord, EventRecord, Progress
+from ..records import EpisodeRecord, EventRecord, Progress, StatePath
 from ..verdict import Verdict
-from ..world import apply_patch, compact_json
+from ..world import State, apply_patch, as_state, compact_json
+from ._bases import BaseStates
 from ._sqlite_batch import BatchExecutor
 from .cache import CACHE_TABLE_SQL, read_cached, write_cached
-from .migrations import SCHEMA_VERSION, schema_steps
+from .migrations import SCHEMA_VERSION, move_initial_states, schema_steps
 from .queries import (
     TEXT_SCAN_LIMIT,
     EpisodePage,
@@ -34,24 +34,37 @@ from .queries import (
     task_stats_sql,
 )
 from .sql import (
+    BASE_EXISTS_SQL,
+    BASE_SQL,
     CONSISTENCY_SQL,
-    EPISODE_COLUMNS,
+    EPISODE_SQL,
     EVENT_COLUMNS,
     INDEX_SQL,
+    INSERT_BASE,
     INSERT_EPISODE,
-    JSON_EPISODE,
+    MISSING_BASES_SQL,
+    PATCHES_SQL,
     PROGRESS_SQL,
     SET_STATUS_SQL,
-    SNAPSHOT_EVERY,
+    STATE_START_SQL,
     consistency_report,
     episode_from_row,
+    episode_params,
     event_from_row,
     list_sql,
     progress_from_rows,
     set_status_params,
+    state_path_of,
 )
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
+
+_STATES_TABLE = """
+CREATE TABLE IF NOT EXISTS states (
+    hash TEXT PRIMARY KEY,
+    state TEXT NOT NULL
+)"""
+"""Base states, each stored once under its digest (`simia.sim.world.State.digest`) as JSON text."""
 
 SCHEMA_SQL = (
     """
@@ -68,8 +81,8 @@ CREATE TABLE IF NOT EXISTS episodes (
     prompt_tokens INTEGER NOT NULL DEFAULT 0,
     completion_tokens INTEGER NOT NULL DEFAULT 0,
     cost_usd REAL NOT NULL DEFAULT 0,
-    initial_state TEXT NOT NULL,
-    state TEXT NOT NULL,
+    base_hash TEXT NOT NULL DEFAULT '',
+    base_patches TEXT NOT NULL DEFAULT '[]',
     parent_id TEXT,
     fork_step INTEGER,
     group_id TEXT,
@@ -77,7 +90,6 @@ CREATE TABLE IF NOT EXISTS episodes (
     transcript TEXT,
     tokens TEXT,
     status_reason TEXT,
-    snapshot_seq INTEGER NOT NULL DEFAULT 0,
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     ended_at REAL,
@@ -108,13 +120,9 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (episode_id, seq)
 );
 DROP INDEX IF EXISTS events_request;
-CREATE TABLE IF NOT EXISTS snapshots (
-    episode_id TEXT NOT NULL REFERENCES episodes (id),
-    seq INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    PRIMARY KEY (episode_id, seq)
-);
 """
+    + _STATES_TABLE
+    + ";"
     + CACHE_TABLE_SQL
     + ";"
 )
@@ -126,20 +134,19 @@ _INSERT_EVENT = "INSERT INTO events (episode_id, {}) VALUES ({})".format(
 _ADVANCE = (
     "UPDATE episodes SET seq = seq + 1, calls = calls + ?, prompt_tokens = prompt_tokens + ?, "
     "completion_tokens = completion_tokens + ?, cost_usd = cost_usd + ?, updated_at = ? "
-    "WHERE id = ? RETURNING seq, snapshot_seq"
+    "WHERE id = ? RETURNING seq"
 )
-
-
-def _advance_sql(*, with_state: bool, expected: bool) -> str:
-    """The UPDATE that advances an episode by one event (parameters: the counter deltas, `updated_at`, the
-    state when `with_state`, the id, and the expected `seq` when `expected`: then it updates nothing unless
-    the episode is still active at that `seq`)."""
-    sql = _ADVANCE.replace("updated_at = ?", "updated_at = ?, state = ?") if with_state else _ADVANCE
-    return sql.replace("WHERE id = ?", "WHERE id = ? AND seq = ? AND status = 'active'") if expected else sql
+"""The UPDATE that advances an episode by one event (parameters: the counter deltas, `updated_at`, the id)."""
+_ADVANCE_AT = _ADVANCE.replace("WHERE id = ?", "WHERE id = ? AND seq = ? AND status = 'active'")
+"""`_ADVANCE` with the expected `seq` as its last parameter: it updates nothing unless the episode is still active
+at that `seq`."""
 
 
 def _from_unversioned(conn: sqlite3.Connection) -> None:
-    """Migration 0 -> 1: a file written before schema versions were kept gets the tables and columns it lacks."""
+    """Migration 0 -> 1: a file written before schema versions were kept gets the tables and columns it lacks.
+
+    `SCHEMA_SQL` is today's schema: a table the file lacks is created in its current form, and the later steps
+    change only what they find."""
     conn.executescript(SCHEMA_SQL)
     columns = {row[1] for row in conn.execute("PRAGMA table_info(episodes)")}
     if "tokens" not in columns:  # databases written before token data was kept
@@ -167,7 +174,36 @@ def _postgres_only(conn: sqlite3.Connection) -> None:
     """Migration 1 -> 2 changed Postgres's indexes only (`simia.sim.storage.migrations.SCHEMA_VERSION`)."""
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_from_unversioned, _postgres_only]
+def _states_table(conn: sqlite3.Connection) -> None:
+    """Migration 2 -> 3: each episode's initial state moves to the `states` table (`move_initial_states`), and the
+    state columns and the snapshots go (`simia.sim.storage.migrations.SCHEMA_VERSION`), in one transaction.
+
+    Nothing is lost: a version 2 database changed an episode's `state` only in the commit of an event carrying
+    the patch that made the change (errors, reads and refused calls carry an empty patch and left it alone), so
+    its `initial_state` and its events' patches rebuild every state, as `state_at` always did after the last
+    snapshot; a snapshot was such a state, written again. Each change checks what it changes, so the step can
+    run again (SQLite's DROP COLUMN rewrites the table; the freed pages are reused, `VACUUM` returns them)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(_STATES_TABLE)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(episodes)")}
+        if "base_hash" not in columns:
+            conn.execute("ALTER TABLE episodes ADD COLUMN base_hash TEXT NOT NULL DEFAULT ''")
+        if "base_patches" not in columns:
+            conn.execute("ALTER TABLE episodes ADD COLUMN base_patches TEXT NOT NULL DEFAULT '[]'")
+        if "initial_state" in columns:
+            move_initial_states(conn, "?")
+        for gone in ("state", "initial_state", "snapshot_seq"):
+            if gone in columns:
+                conn.execute(f"ALTER TABLE episodes DROP COLUMN {gone}")
+        conn.execute("DROP TABLE IF EXISTS snapshots")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_from_unversioned, _postgres_only, _states_table]
 """Step `v` brings a database at schema version `v` to `v + 1` (`simia.sim.storage.migrations`); a new step
 checks what it changes, so a step that fails half-way can run again."""
 assert len(MIGRATIONS) == SCHEMA_VERSION
@@ -210,7 +246,7 @@ def _setup(conn: sqlite3.Connection) -> None:
 
 
 class SqliteStore:
-    """Episodes, events, snapshots and the response cache in one SQLite file (a `Store`).
+    """Episodes, events, base states and the response cache in one SQLite file (a `Store`).
 
     Args:
         path: the database file (created when missing); ":memory:" for tests.
@@ -243,18 +279,22 @@ class SqliteStore:
         self._db = self.executor_type(self.path, synchronous=synchronous, setup=setup, read_only=read_only)
         self.migrated_from = found if found is not None and found < SCHEMA_VERSION else None
         """The schema version this store upgraded the database from (None: it was current, or new)."""
+        self._bases = BaseStates(_StatesTable(self._db))
 
     async def close(self) -> None:
         await self._db.close()
 
+    async def put_base(self, state: State) -> None:
+        await self._bases.put(state)
+
+    async def base(self, base_hash: str) -> State:
+        return await self._bases.get(base_hash)
+
     async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
+        await self._bases.attach(episode)
+        values = episode_params(episode)
+
         def run(conn: sqlite3.Connection) -> EpisodeRecord:
-            values = [
-                compact_json(getattr(episode, k))
-                if k in JSON_EPISODE and getattr(episode, k) is not None
-                else getattr(episode, k)
-                for k in EPISODE_COLUMNS
-            ]
             conn.execute(INSERT_EPISODE, values)
             return episode
 
@@ -262,7 +302,7 @@ class SqliteStore:
 
     async def get_episode(self, episode_id: str) -> EpisodeRecord | None:
         def run(conn: sqlite3.Connection) -> EpisodeRecord | None:
-            row = conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+            row = conn.execute(EPISODE_SQL, (episode_id,)).fetchone()
             return episode_from_row(row) if row else None
 
         return await self._db.run(run, point=True)
@@ -359,15 +399,10 @@ class SqliteStore:
         return await self._db.run(run)
 
     async def commit_event(
-        self,
-        episode_id: str,
-        event: EventRecord,
-        new_state: dict[str, Any] | None,
-        *,
-        expected_seq: int | None = None,
+        self, episode_id: str, event: EventRecord, *, expected_seq: int | None = None
     ) -> EventRecord:
-        """Append `event` (and the new state, when it changed) in one transaction (SQLite's write
-        transactions are exclusive, so the `expected_seq` check and the write are one step).
+        """Append `event` and advance its episode in one transaction (SQLite's write transactions are exclusive,
+        so the `expected_seq` check and the write are one step).
 
         Retries are recognised by the caller (`EpisodeService` matches a request against
         an episode's latest events under the episode's lock); an index on random request
@@ -378,20 +413,15 @@ class SqliteStore:
         """
 
         def run(conn: sqlite3.Connection) -> EventRecord:
-            params: list[Any] = [*event.counter_deltas(), event.created_at]
-            state_text = None if new_state is None else compact_json(new_state)
-            if state_text is not None:
-                params.append(state_text)
-            params.append(episode_id)
+            params: list[Any] = [*event.counter_deltas(), event.created_at, episode_id]
             if expected_seq is not None:
                 params.append(expected_seq)
-            sql = _advance_sql(with_state=state_text is not None, expected=expected_seq is not None)
-            rows = conn.execute(sql, params).fetchall()
+            rows = conn.execute(_ADVANCE if expected_seq is None else _ADVANCE_AT, params).fetchall()
             if not rows:
                 if conn.execute("SELECT 1 FROM episodes WHERE id = ?", (episode_id,)).fetchone():
                     raise StoreConflict(f"episode {episode_id} moved on since seq {expected_seq}")
                 raise LookupError(f"no episode {episode_id!r}")
-            seq, snapshot_seq = rows[0]
+            seq = rows[0][0]
             event.seq = seq
             e = event
             values = (  # episode_id, then EVENT_COLUMNS in order
@@ -415,11 +445,6 @@ class SqliteStore:
                 e.source,
             )
             conn.execute(_INSERT_EVENT, values)
-            if state_text is not None and seq - snapshot_seq >= SNAPSHOT_EVERY:
-                conn.execute(
-                    "INSERT INTO snapshots (episode_id, seq, state) VALUES (?, ?, ?)", (episode_id, seq, state_text)
-                )
-                conn.execute("UPDATE episodes SET snapshot_seq = ? WHERE id = ?", (seq, episode_id))
             return event
 
         return await self._db.run(run, point=True)
@@ -451,33 +476,29 @@ class SqliteStore:
 
         return await self._db.run(run)
 
-    async def state_at(self, episode_id: str, step: int) -> dict[str, Any]:
-        """The episode's state after event `step` (0: its initial state): the last snapshot at or
-        before `step` (or the initial state) with the patches of the events after it applied."""
-
-        def run(conn: sqlite3.Connection) -> dict[str, Any]:
-            row = conn.execute(
-                "SELECT seq, state FROM snapshots WHERE episode_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1",
-                (episode_id, step),
-            ).fetchone()
-            if row is None:
-                row = conn.execute("SELECT 0, initial_state FROM episodes WHERE id = ?", (episode_id,)).fetchone()
-            state: dict[str, Any] = json.loads(row[1])
-            patches = conn.execute(
-                "SELECT state_patch FROM events WHERE episode_id = ? AND seq > ? AND seq <= ? AND state_patch != '[]' "
-                "ORDER BY seq",
-                (episode_id, row[0], step),
-            )
-            for (patch,) in patches:
-                state = apply_patch(state, json.loads(patch), None)
-            return state
+    async def state_path(self, episode_id: str, step: int) -> StatePath:
+        def run(conn: sqlite3.Connection) -> StatePath:
+            start = conn.execute(STATE_START_SQL, (episode_id,)).fetchone()
+            patches = conn.execute(PATCHES_SQL, (episode_id, step)).fetchall() if start is not None else []
+            return state_path_of(start, (row[0] for row in patches), episode_id)
 
         return await self._db.run(run, point=True)
+
+    async def state_at(self, episode_id: str, step: int) -> State:
+        path = await self.state_path(episode_id, step)
+        state = await self.base(path.base_hash)
+        for patch in path.patches:
+            state = as_state(apply_patch(state, patch, None))  # a State already: as_state only says so
+        return state
 
     async def integrity_check(self) -> str:
         def run(conn: sqlite3.Connection) -> str:
             found = str(conn.execute("PRAGMA integrity_check").fetchone()[0])
-            return found if found != "ok" else consistency_report([r[0] for r in conn.execute(CONSISTENCY_SQL)])
+            if found != "ok":
+                return found
+            return consistency_report(
+                [r[0] for r in conn.execute(CONSISTENCY_SQL)], [r[0] for r in conn.execute(MISSING_BASES_SQL)]
+            )
 
         return await self._db.run(run)
 
@@ -486,3 +507,30 @@ class SqliteStore:
 
     async def put(self, key: str, replay_key: str, data: dict[str, Any], model: str) -> None:
         await self._db.run(lambda conn: write_cached(conn, key, replay_key, data, model), point=True)
+
+
+class _StatesTable:
+    """The `states` table through the store's executor (`simia.sim.storage._bases.BaseRows`); a base's text is
+    read on the writer thread, never inline on the event loop."""
+
+    def __init__(self, db: BatchExecutor) -> None:
+        self._db = db
+
+    async def base_exists(self, digest: str) -> bool:
+        def run(conn: sqlite3.Connection) -> bool:
+            return conn.execute(BASE_EXISTS_SQL, (digest,)).fetchone() is not None
+
+        return await self._db.run(run, point=True)
+
+    async def insert_base(self, digest: str, text: str) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute(INSERT_BASE, (digest, text))
+
+        await self._db.run(run)
+
+    async def base_text(self, digest: str) -> str | None:
+        def run(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(BASE_SQL, (digest,)).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._db.run(run)

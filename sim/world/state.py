@@ -89,7 +89,7 @@ def _touched_by(state: dict[str, Any], tokens: list[str]) -> Touched | None:
     return (tokens[0],)
 
 
-def apply_patch(state: dict[str, Any], patch: list[dict[str, Any]], schema: dict[str, Any] | None) -> dict[str, Any]:
+def apply_patch(state: dict[str, Any], patch: list[dict[str, Any]], schema: dict[str, Any] | None) -> State:
     """Apply the RFC 6902 `patch` to `state` and check the result against `schema`.
 
     States are values: `state` is never modified. The new state copies only the
@@ -102,9 +102,9 @@ def apply_patch(state: dict[str, Any], patch: list[dict[str, Any]], schema: dict
     Raises:
         StateError: the patch is malformed, does not apply, or breaks the schema.
     """
-    if not patch:
-        return state
     old = as_state(state)
+    if not patch:
+        return old
     patcher = _Patcher(old)
     new = patcher.apply(patch)
     if not isinstance(new, dict):

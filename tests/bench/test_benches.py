@@ -34,6 +34,11 @@ RATIO_LINES = {
         r"throughput 2 replicas behind HAProxy \(uri\) / 1 replica direct = \d+\.\d+",
     ],
     "soak.py": [r"soak: [\d,]+ calls, 0 errors, 0 leaks; p99 last / first window after warm-up = \d+\.\d+"],
+    "state_scale.py": [
+        r"server CPU per call at 1x / tiny = \d+\.\d+",
+        r"named records whole at 1x: [\d.]+% of \d+ model requests",
+        r"targets met: \d+ of 8 at 1x",
+    ],
     "store_engines.py": [
         r"per-call cost postgres / sqlite = \d+\.\d+",
         r"fork p50 sqlite \d+\.\d+ ms, postgres \d+\.\d+ ms",

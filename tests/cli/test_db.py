@@ -6,6 +6,7 @@ Every command runs as a real `simia` subprocess, against real SQLite files and a
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -49,10 +50,19 @@ def pg_rows(url: str, tables: dict[str, list[str]] = TABLES) -> dict[str, list[t
 
 
 def previous_columns() -> dict[str, list[str]]:
-    """Today's columns that the previous release had too (it lacks the episodes' reward and the events' source)."""
+    """Today's tables and columns that the previous release had too (it lacks the episodes' reward, base hash and
+    base patches, the events' source, and the states table)."""
     with sqlite3.connect(PREVIOUS) as conn:
         had = {t: {row[1] for row in conn.execute(f"PRAGMA table_info({t})")} for t in TABLES}
-    return {t: [c for c in columns if c in had[t]] for t, columns in TABLES.items()}
+    return {t: [c for c in columns if c in had[t]] for t, columns in TABLES.items() if had[t]}
+
+
+def previous_states() -> dict[str, tuple[dict[str, Any], dict[str, Any], int]]:
+    """Each of the fixture's episodes: its initial state, its last state and its seq, as the previous release kept
+    them (whole, in the episode's row)."""
+    with sqlite3.connect(PREVIOUS) as conn:
+        rows = conn.execute("SELECT id, initial_state, state, seq FROM episodes").fetchall()
+    return {i: (json.loads(initial), json.loads(state), seq) for i, initial, state, seq in rows}
 
 
 def previous_rows() -> dict[str, list[tuple[Any, ...]]]:
@@ -66,7 +76,7 @@ async def test_a_database_of_the_previous_release_is_upgraded_on_open_with_every
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
     before = previous_rows()
-    assert [len(before[t]) for t in TABLES] == [3, 23, 1, 22]
+    assert {t: len(rows) for t, rows in before.items()} == {"episodes": 3, "events": 23, "llm_cache": 22}
     store = open_store(db)
     try:
         assert store.migrated_from == 0
@@ -75,8 +85,15 @@ async def test_a_database_of_the_previous_release_is_upgraded_on_open_with_every
             rewards = conn.execute("SELECT reward, json_extract(verdict, '$.reward') FROM episodes").fetchall()
             assert all(r == v for r, v in rewards)
             assert {s for (s,) in conn.execute("SELECT DISTINCT source FROM events")} == {"simulated"}
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(episodes)")}
+            (bases,) = conn.execute("SELECT COUNT(*) FROM states").fetchone()
+        assert "snapshots" not in tables and not columns & {"initial_state", "state", "snapshot_seq"}
+        assert bases == 2  # the seeded and the task episode started from one state: one row for both
+        for episode_id, (initial, last, seq) in previous_states().items():  # every state, from base and patches
+            assert (await store.state_at(episode_id, 0), await store.state_at(episode_id, seq)) == (initial, last)
         [longest] = [e for e in await store.list_episodes() if e.seq == 21]
-        assert (await store.state_at(longest.id, 10))["items"]["milk"]["qty"] == 10  # snapshots and patches
+        assert (await store.state_at(longest.id, 10))["items"]["milk"]["qty"] == 10
         assert await store.integrity_check() == "ok"
     finally:
         await store.close()
@@ -100,7 +117,7 @@ async def test_db_migrate_brings_a_version_1_postgres_database_to_hot_updates(pg
     state = {"items": {"milk": {"qty": 0}}}
     await store.create_episode(EpisodeRecord(id="e1", world="mock", world_hash="h", initial_state=state, state=state))
     await store.close()
-    with psycopg.connect(pg_url, autocommit=True) as conn:  # the tables as schema version 1 left them
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # the indexes as schema version 1 left them
         conn.execute("DROP INDEX episodes_active")
         conn.execute("CREATE INDEX episodes_updated ON episodes (status, updated_at)")
         conn.execute("ALTER TABLE episodes RESET (fillfactor)")
@@ -129,7 +146,7 @@ def test_db_copy_sqlite_to_postgres_and_back_keeps_every_row(tmp_path: Path, pg_
     shutil.copy(PREVIOUS, db)
     there = simia("db", "copy", "--from", str(db), "--to", pg_url)
     assert there.returncode == 0, there.stderr
-    assert "episodes 3, events 23, snapshots 1, llm_cache 22 (counts checked)" in there.stdout
+    assert "episodes 3, events 23, states 2, llm_cache 22 (counts checked)" in there.stdout
     assert pg_rows(pg_url, previous_columns()) == previous_rows()
     exported = simia("export", "--db", pg_url, "--format", "rl", "--out", str(tmp_path / "rl.jsonl"))
     assert exported.returncode == 0 and "wrote 3 record(s)" in exported.stdout, exported.stderr  # readers work too

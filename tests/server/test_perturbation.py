@@ -86,10 +86,9 @@ async def test_the_judge_is_told_what_was_injected_and_exports_can_drop_it(make_
             await api.end(episode.id)
         events = await server.store.events(faulty.id)
         record = await server.store.get_episode(faulty.id)
-    assert record is not None and [e.injected for e in events] == ["timeout"]
-    prompt = Judge(None).build_messages(
-        worlds["mock"], worlds["mock"].task("restock_milk"), EpisodeView.of(record, events, None)
-    )
+        assert record is not None and [e.injected for e in events] == ["timeout"]
+        view = await EpisodeView.read(server.store, record, None)
+    prompt = Judge(None).build_messages(worlds["mock"], worlds["mock"].task("restock_milk"), view)
     assert '"injected_fault": "timeout"' in prompt[1]["content"] and "injected on purpose" in prompt[0]["content"]
     kept = await export(tmp_path / "simia.db", "rl", tmp_path / "all.jsonl", worlds)
     dropped = await export(tmp_path / "simia.db", "rl", tmp_path / "clean.jsonl", worlds, injected="drop")

@@ -157,7 +157,7 @@ async def test_a_call_answered_by_the_real_server_says_so_in_the_timeline(tmp_pa
     await store.create_episode(episode)
     for source in ("real", "simulated"):
         call = EventRecord(tool="get_item", arguments={"name": "milk"}, output={"qty": 1}, text="ok", is_error=False)
-        await store.commit_event("ep_real", replace(call, source=source), None)
+        await store.commit_event("ep_real", replace(call, source=source))
     async with (
         serving(viewer_app(store, {}, ServerSettings())) as port,
         httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http,

@@ -34,9 +34,9 @@ async def test_a_failing_job_is_rolled_back_alone_and_the_rest_of_its_batch_comm
     store = SqliteStore(tmp_path / "s.db", synchronous=synchronous)
     await store.create_episode(episode("a"))
     results = await asyncio.gather(
-        *(store.commit_event("a", event(q), {"items": {"milk": {"qty": q}}}) for q in range(1, 4)),
-        store.commit_event("missing", event(9), {"items": {"milk": {"qty": 9}}}),
-        *(store.commit_event("a", event(q), {"items": {"milk": {"qty": q}}}) for q in range(4, 6)),
+        *(store.commit_event("a", event(q)) for q in range(1, 4)),
+        store.commit_event("missing", event(9)),
+        *(store.commit_event("a", event(q)) for q in range(4, 6)),
         return_exceptions=True,
     )
     assert isinstance(results[3], LookupError) and "no episode 'missing'" in str(results[3])
@@ -52,7 +52,7 @@ async def test_inline_jobs_go_to_the_writer_thread_while_it_holds_the_connection
     store = SqliteStore(tmp_path / "s.db", synchronous="NORMAL")
     await store.create_episode(episode("a"))
     store._db._lock.acquire()  # as if the writer thread were in the middle of a long batch
-    pending = asyncio.ensure_future(store.commit_event("a", event(1), {"items": {"milk": {"qty": 1}}}))
+    pending = asyncio.ensure_future(store.commit_event("a", event(1)))
     await asyncio.sleep(0.05)
     assert not pending.done()  # handed to the writer, which waits for the connection
     store._db._lock.release()
@@ -77,7 +77,7 @@ async def test_wal_checkpoints_run_on_the_writer_thread(tmp_path: Path, monkeypa
     store = SqliteStore(tmp_path / "s.db", synchronous="NORMAL")
     await store.create_episode(episode("a"))
     for q in range(1, 21):
-        await store.commit_event("a", event(q), {"items": {"milk": {"qty": q}}})
+        await store.commit_event("a", event(q))
     await store.get_episode("a")  # let the writer finish what it was given
     await asyncio.sleep(0.05)
     assert seen and set(seen) == {"simia-store-writer"}

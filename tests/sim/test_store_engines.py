@@ -10,7 +10,6 @@ import pytest
 from simia.sim.errors import StoreConflict
 from simia.sim.records import EpisodeRecord, EventRecord, Progress
 from simia.sim.storage import Store, open_store
-from simia.sim.storage.sql import SNAPSHOT_EVERY
 from simia.sim.verdict import Verdict
 
 
@@ -50,7 +49,8 @@ async def test_an_episode_round_trips_with_every_field(store: Store) -> None:
     await store.set_status("a", "ended", reason="done", verdict=verdict, transcript=[{"role": "user"}], tokens={"x": 1})
     got = await store.get_episode("a")
     assert got is not None and (got.task, got.seed, got.principal, got.group_id) == ("t", 7, "p", "g")
-    assert got.perturbation == {"rate": 0.1} and got.state == qty(0) and got.initial_state == qty(0)
+    assert got.perturbation == {"rate": 0.1} and (got.initial_state, got.state) == (None, None)  # never read
+    assert got.base_hash == created.base_hash and got.base_patches == [] and await store.state_at("a", 0) == qty(0)
     assert got.verdict == verdict
     assert (got.status, got.status_reason, got.transcript) == ("ended", "done", [{"role": "user"}])
     assert got.tokens == {"x": 1}
@@ -79,7 +79,7 @@ async def test_concurrent_commits_get_gap_free_seq_and_the_counters_add_up(store
     await store.create_episode(episode("a"))
     await store.create_episode(episode("b"))
     done = await asyncio.gather(
-        *(store.commit_event(e, event(q), qty(q)) for q in range(1, 31) for e in ("a", "b")),
+        *(store.commit_event(e, event(q)) for q in range(1, 31) for e in ("a", "b")),
     )
     assert sorted(ev.seq for ev in done) == sorted([*range(1, 31), *range(1, 31)])
     got = await store.get_episode("a")
@@ -90,39 +90,40 @@ async def test_concurrent_commits_get_gap_free_seq_and_the_counters_add_up(store
     assert await store.recent_events("a", 0) == []
     assert await store.integrity_check() == "ok"
     with pytest.raises(LookupError, match="no episode 'missing'"):
-        await store.commit_event("missing", event(1), qty(1))
+        await store.commit_event("missing", event(1))
 
 
 async def test_a_budget_refusal_is_an_event_but_not_a_call(store: Store) -> None:
     await store.create_episode(episode("a"))
     refused = EventRecord(tool="t", arguments={}, output=None, text="no", is_error=True, error_code="budget_calls")
-    await store.commit_event("a", refused, None)
+    await store.commit_event("a", refused)
     got = await store.get_episode("a")
-    assert got is not None and (got.seq, got.calls, got.state) == (1, 0, qty(0))
+    assert got is not None and (got.seq, got.calls) == (1, 0) and await store.state_at("a", 1) == qty(0)
     stored = (await store.events("a"))[0]
     assert stored.is_error is True and stored.error_code == "budget_calls" and stored.output is None
 
 
 async def test_a_commit_at_a_stale_seq_or_on_an_ended_episode_writes_nothing(store: Store) -> None:
     await store.create_episode(episode("a"))
-    await store.commit_event("a", event(1), qty(1), expected_seq=0)
+    await store.commit_event("a", event(1), expected_seq=0)
     with pytest.raises(StoreConflict, match="moved on"):
-        await store.commit_event("a", event(2), qty(2), expected_seq=0)
-    assert (await store.commit_event("a", event(3), qty(3), expected_seq=1)).seq == 2
+        await store.commit_event("a", event(2), expected_seq=0)
+    assert (await store.commit_event("a", event(3), expected_seq=1)).seq == 2
     await store.set_status("a", "ended")
     with pytest.raises(StoreConflict):
-        await store.commit_event("a", event(4), qty(4), expected_seq=2)
+        await store.commit_event("a", event(4), expected_seq=2)
     got = await store.get_episode("a")
-    assert got is not None and got.seq == 2 and got.state == qty(3) and len(await store.events("a")) == 2
+    assert got is not None and got.seq == 2 and len(await store.events("a")) == 2
+    assert await store.state_at("a", got.seq) == qty(3)
     with pytest.raises(LookupError):
-        await store.commit_event("missing", event(1), qty(1), expected_seq=0)
+        await store.commit_event("missing", event(1), expected_seq=0)
 
 
 async def test_progress_gives_the_committed_position_and_the_events_after_a_seq(store: Store) -> None:
     await store.create_episode(episode("a"))
     assert await store.progress("a", 0, 16) == Progress(0, "active", [])
     for n in range(1, 6):
-        await store.commit_event("a", event(n), qty(n))
+        await store.commit_event("a", event(n))
     caught = await store.progress("a", 2, 16)
     assert caught is not None and (caught.seq, caught.status) == (5, "active")
     assert [(e.seq, e.output) for e in caught.events] == [(n, {"name": "milk", "qty": n}) for n in (3, 4, 5)]
@@ -135,17 +136,17 @@ async def test_progress_gives_the_committed_position_and_the_events_after_a_seq(
     assert await store.progress("missing", 0, 16) is None
 
 
-async def test_state_at_any_step_across_snapshots(store: Store) -> None:
+async def test_state_at_any_step_is_the_base_with_the_patches_up_to_it(store: Store) -> None:
     await store.create_episode(episode("a"))
-    steps = 3 * SNAPSHOT_EVERY + 5
+    steps = 53
     for q in range(1, steps + 1):
         if q % 4 == 0:  # a read: no patch, no new state
             read = EventRecord(tool="list_items", arguments={}, output={}, text="{}", is_error=False)
-            await store.commit_event("a", read, None)
+            await store.commit_event("a", read)
         else:
-            await store.commit_event("a", event(q), qty(q))
-    for step in (0, 1, 4, SNAPSHOT_EVERY, SNAPSHOT_EVERY + 1, 2 * SNAPSHOT_EVERY + 3, steps):
-        last_write = max((q for q in range(1, step + 1) if q % 4), default=0)
+            await store.commit_event("a", event(q))
+    for step in (0, 1, 4, 16, 17, 35, steps, steps + 10):
+        last_write = max((q for q in range(1, min(step, steps) + 1) if q % 4), default=0)
         assert await store.state_at("a", step) == qty(last_write), step
 
 
@@ -170,7 +171,7 @@ async def test_the_response_cache_replaces_and_keeps_unicode(store: Store) -> No
 async def test_a_closed_store_refuses_work_and_reopening_keeps_everything(db_target: str) -> None:
     first = open_store(db_target)
     await first.create_episode(episode("a"))
-    await first.commit_event("a", event(1), qty(1))
+    await first.commit_event("a", event(1))
     await first.put("k", "r", {"x": 1}, "m")
     await first.close()
     await first.close()  # idempotent
@@ -178,7 +179,8 @@ async def test_a_closed_store_refuses_work_and_reopening_keeps_everything(db_tar
         await first.get_episode("a")
     again = open_store(db_target)
     got = await again.get_episode("a")
-    assert got is not None and got.seq == 1 and got.state == qty(1) and await again.get("k") == {"x": 1}
+    assert got is not None and got.seq == 1 and await again.get("k") == {"x": 1}
+    assert await again.state_at("a", 1) == qty(1)
     await again.close()
 
 
@@ -186,10 +188,10 @@ async def test_a_call_updates_its_postgres_episode_row_without_writing_an_index_
     store = open_store(pg_url)
     await store.create_episode(episode("a"))
     for n in range(1, 31):
-        await store.commit_event("a", event(n), qty(n), expected_seq=n - 1)
+        await store.commit_event("a", event(n), expected_seq=n - 1)
     await store.set_status("a", "ended")
     await store.close()  # its connections end, and hand the server their statistics
-    changed = {"seq", "calls", "prompt_tokens", "completion_tokens", "cost_usd", "state", "updated_at", "snapshot_seq"}
+    changed = {"seq", "calls", "prompt_tokens", "completion_tokens", "cost_usd", "updated_at"}
     with psycopg.connect(pg_url) as conn:
         keys = conn.execute(
             "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
@@ -214,16 +216,17 @@ async def test_a_held_episode_makes_another_process_commit_wait_then_conflict(pg
     try:
         await first.create_episode(episode("a"))
         async with first.hold("a"):
-            racing = asyncio.create_task(second.commit_event("a", event(1), qty(1), expected_seq=0))
+            racing = asyncio.create_task(second.commit_event("a", event(1), expected_seq=0))
             await asyncio.sleep(0.3)
             assert not racing.done()  # waits on the episode's row
-            await first.commit_event("a", event(2), qty(2), expected_seq=0)
+            await first.commit_event("a", event(2), expected_seq=0)
             assert (await first.get_episode("a")).seq == 1  # type: ignore[union-attr]  # inside the held transaction
             assert (await second.get_episode("a")).seq == 0  # type: ignore[union-attr]  # not committed yet
         with pytest.raises(StoreConflict):
             await racing
         got = await second.get_episode("a")
-        assert got is not None and got.seq == 1 and got.state == qty(2) and len(await second.events("a")) == 1
+        assert got is not None and got.seq == 1 and len(await second.events("a")) == 1
+        assert await second.state_at("a", 1) == qty(2)
     finally:
         await first.close()
         await second.close()

@@ -53,9 +53,9 @@ async def test_a_read_only_database_refuses_each_transaction_and_the_store_carri
     pragma(store, "PRAGMA query_only = ON")  # BEGIN IMMEDIATE itself fails: once, this killed the writer thread
     for qty in (1, 2):
         with pytest.raises(StoreUnavailable, match="attempt to write a readonly database"):
-            await asyncio.wait_for(store.commit_event("a", event(qty), {"items": {"milk": {"qty": qty}}}), 10)
+            await asyncio.wait_for(store.commit_event("a", event(qty)), 10)
     pragma(store, "PRAGMA query_only = OFF")
-    committed = await asyncio.wait_for(store.commit_event("a", event(3), {"items": {"milk": {"qty": 3}}}), 10)
+    committed = await asyncio.wait_for(store.commit_event("a", event(3)), 10)
     assert committed.seq == 1
     await store.close()
     assert stored_seqs(tmp_path / "s.db", "a") == (1, [1])
@@ -70,17 +70,17 @@ async def test_on_a_full_disk_a_commit_is_reported_only_if_it_is_stored(tmp_path
     committed: list[EventRecord] = []
     for qty in range(40):
         try:
-            committed.append(await store.commit_event("a", event(qty, "x" * 3000), {"items": {"milk": {"qty": qty}}}))
+            committed.append(await store.commit_event("a", event(qty, "x" * 3000)))
         except StoreUnavailable:
             break
     assert 0 < len(committed) < 40
     batch = await asyncio.gather(  # a group commit SQLite rolls back whole: not one of them reported committed
-        *(store.commit_event("a", event(q, "x" * 3000), {"items": {"milk": {"qty": q}}}) for q in range(8)),
+        *(store.commit_event("a", event(q, "x" * 3000)) for q in range(8)),
         return_exceptions=True,
     )
     assert all(isinstance(r, StoreUnavailable) for r in batch), batch
     pragma(store, "PRAGMA max_page_count = 1073741823")  # space returns
-    after = await store.commit_event("a", event(99), {"items": {"milk": {"qty": 99}}})
+    after = await store.commit_event("a", event(99))
     await store.close()
     seq, seqs = stored_seqs(tmp_path / "s.db", "a")
     assert sorted(r.seq for r in committed) == list(range(1, len(committed) + 1))

@@ -1,0 +1,93 @@
+"""Episodes reference their world's initial state by content hash: a world whose state.json changes on disk while
+episodes of the old one are live keeps both versions, and episodes of one world share the unchanged state in
+memory (a live episode costs what its calls changed)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+from mcp import Client
+from simia.sim.backends import CompletionRequest, FunctionBackend
+
+
+def _mock_world_copy(worlds_dir: Path, tmp_path: Path) -> Path:
+    folder = tmp_path / "worlds"
+    shutil.copytree(worlds_dir / "mock", folder / "mock")
+    return folder
+
+
+async def _quantity(url: str, name: str) -> Any:
+    async with Client(url) as client:
+        result = await client.call_tool("get_item", {"name": name})
+    assert result.structured_content is not None, result
+    return result.structured_content["qty"]
+
+
+async def test_a_state_changed_on_disk_keeps_the_old_version_for_the_episodes_that_started_on_it(
+    make_server: Any, worlds_dir: Path, tmp_path: Path
+) -> None:
+    worlds = _mock_world_copy(worlds_dir, tmp_path)
+    async with make_server(worlds_dir=worlds) as server, httpx.AsyncClient(base_url=server.url) as http:
+        old = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+        async with Client(old["mcp_url"]) as client:
+            await client.call_tool("set_quantity", {"name": "milk", "qty": 5})
+        old_initial = (await http.get(f"/v1/episodes/{old['id']}")).json()["initial_state"]
+    state_file = worlds / "mock" / "state.json"
+    state = json.loads(state_file.read_text())
+    state["items"]["apple"]["qty"] = 99
+    state_file.write_text(json.dumps(state))
+    async with make_server(worlds_dir=worlds) as server, httpx.AsyncClient(base_url=server.url) as http:
+        new = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+        assert await _quantity(new["mcp_url"], "apple") == 99
+        old_url = f"{server.url}/episodes/{old['id']}/mcp"  # the new server's port
+        assert await _quantity(old_url, "apple") == 3  # the old version, from its stored copy
+        assert await _quantity(old_url, "milk") == 5  # and what its own calls changed
+        detail = (await http.get(f"/v1/episodes/{old['id']}")).json()
+        assert detail["initial_state"] == old_initial
+        assert detail["state"]["items"]["milk"]["qty"] == 5 and detail["state"]["items"]["apple"]["qty"] == 3
+
+
+async def test_live_episodes_of_one_world_share_its_state_and_copy_only_what_their_calls_changed(
+    make_server: Any,
+) -> None:
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        service = server.app.service
+        base = service.world("mock").base_state
+        episodes = [(await http.post("/v1/episodes", json={"world": "mock"})).json() for _ in range(5)]
+        async with Client(episodes[0]["mcp_url"]) as client:
+            await client.call_tool("set_quantity", {"name": "milk", "qty": 7})
+        states = [service._live.get(e["id"]).record.state for e in episodes]  # type: ignore[union-attr]
+        assert all(state is base for state in states[1:])  # untouched: the world's own state, not a copy
+        changed = states[0]
+        assert changed is not base and changed.base is base and changed.touched == {("items", "milk")}
+        assert changed["items"]["apple"] is base["items"]["apple"]  # shared, record by record
+        assert changed["items"]["milk"] == {"qty": 7, "unit": "litres"} and base["items"]["milk"]["qty"] == 0
+
+
+async def test_a_patch_that_replaces_a_huge_subtree_is_accepted_and_its_size_reported(make_server: Any) -> None:
+    huge = {f"item{i}": {"qty": i % 100, "unit": "pieces " * 8} for i in range(2_000)}  # ~100 KB of JSON
+
+    def answer(request: CompletionRequest) -> dict[str, Any]:
+        patch = [{"op": "replace", "path": "/items", "value": huge}]
+        return {
+            "is_error": False,
+            "error_code": None,
+            "message": "",
+            "output": {"name": "milk", "qty": 1},
+            "state_patch": patch,
+        }
+
+    async with make_server(backend=FunctionBackend(answer)) as server, httpx.AsyncClient(base_url=server.url) as http:
+        episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+        async with Client(episode["mcp_url"]) as client:
+            result = await client.call_tool("set_quantity", {"name": "milk", "qty": 1})
+        assert not result.is_error
+        detail = (await http.get(f"/v1/episodes/{episode['id']}")).json()
+        metrics = (await http.get("/metrics")).text
+    assert detail["state"]["items"] == huge
+    assert "large state patch" in detail["events"][0]["detail"] and "bytes" in detail["events"][0]["detail"]
+    assert "simia_large_state_patches_total 1.0" in metrics
