@@ -12,7 +12,7 @@ from simia.sim.judging import EpisodeView, Judge
 from simia.sim.perturbation import Perturbation
 from simia.sim.records import EpisodeRecord, EventRecord
 from simia.sim.storage import Store
-from simia.sim.world import State, World, apply_patch
+from simia.sim.world import State, World, apply_patch, apply_patches
 
 from .calls import CallPipeline
 from .errors import BadRequest, NotFound, Overloaded
@@ -27,6 +27,11 @@ __all__ = ["EpisodeService", "new_episode_id"]
 def new_episode_id() -> str:
     """An unguessable episode id: 192 random bits."""
     return "ep_" + secrets.token_urlsafe(24)
+
+
+def _warm(world: World) -> None:
+    """Compute the world's cached hashes (its content hash, its base state's digest) now."""
+    _ = world.content_hash, world.base_state
 
 
 class EpisodeService:
@@ -67,7 +72,7 @@ class EpisodeService:
         """Make each world ready before serving: its hashes (O(its state's size) once, off the event loop) and its
         state's one stored copy, which every episode of the world references (so creating one writes no state)."""
         for world in self.worlds.values():
-            await asyncio.to_thread(lambda w=world: (w.content_hash, w.base_state))
+            await asyncio.to_thread(_warm, world)
             await self.store.put_base(world.base_state)
 
     def world(self, name: str) -> World:
@@ -124,9 +129,7 @@ class EpisodeService:
             raise BadRequest(f"step must be between 0 and {parent.seq} (the episode's last step), got {step}")
         await self._check_capacity()
         path = await self.store.state_path(parent.id, step)
-        state = await self.store.base(path.base_hash)
-        for patch in path.patches:  # O(what the parent changed), never a copy of the state
-            state = apply_patch(state, patch, None)
+        state = apply_patches(await self.store.base(path.base_hash), path.patches)  # O(what the parent changed)
         return await self._open(
             world,
             state,

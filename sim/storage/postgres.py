@@ -29,7 +29,7 @@ from psycopg.rows import dict_row, tuple_row
 from ..errors import StoreConfigError, StoreConflict, StoreSchemaError, StoreUnavailable
 from ..records import EpisodeRecord, EventRecord, Progress, StatePath
 from ..verdict import Verdict
-from ..world import State, apply_patch, as_state, compact_json
+from ..world import State, apply_patches, compact_json
 from ._bases import BaseStates
 from ._pg_connections import Connections
 from .migrations import SCHEMA_VERSION, move_initial_states, not_simia, schema_steps
@@ -555,10 +555,7 @@ class PgStore:
 
     async def state_at(self, episode_id: str, step: int) -> State:
         path = await self.state_path(episode_id, step)
-        state = await self.base(path.base_hash)
-        for patch in path.patches:
-            state = as_state(apply_patch(state, patch, None))  # a State already: as_state only says so
-        return state
+        return apply_patches(await self.base(path.base_hash), path.patches)
 
     async def integrity_check(self) -> str:
         """`"ok"`, or the episodes whose `seq` disagrees with their events (`CONSISTENCY_SQL`) or whose base state

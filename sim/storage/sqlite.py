@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import StoreConflict, StoreSchemaError
 from ..records import EpisodeRecord, EventRecord, Progress, StatePath
 from ..verdict import Verdict
-from ..world import State, apply_patch, as_state, compact_json
+from ..world import State, apply_patches, compact_json
 from ._bases import BaseStates
 from ._sqlite_batch import BatchExecutor
 from .cache import CACHE_TABLE_SQL, read_cached, write_cached
@@ -486,10 +486,7 @@ class SqliteStore:
 
     async def state_at(self, episode_id: str, step: int) -> State:
         path = await self.state_path(episode_id, step)
-        state = await self.base(path.base_hash)
-        for patch in path.patches:
-            state = as_state(apply_patch(state, patch, None))  # a State already: as_state only says so
-        return state
+        return apply_patches(await self.base(path.base_hash), path.patches)
 
     async def integrity_check(self) -> str:
         def run(conn: sqlite3.Connection) -> str:

@@ -29,6 +29,7 @@ __all__ = [
     "State",
     "Touched",
     "apply_patch",
+    "apply_patches",
     "as_state",
     "check_touched",
     "is_missing",
@@ -119,6 +120,34 @@ def apply_patch(state: dict[str, Any], patch: list[dict[str, Any]], schema: dict
         problems = check_touched(schema, result, patcher.touched, whole=patcher.whole)
         if problems:
             raise StateError("patched state breaks state_schema: " + "; ".join(problems[:3]))
+    return result
+
+
+def apply_patches(state: dict[str, Any], patches: Iterable[list[dict[str, Any]]]) -> State:
+    """Apply committed patches in order (a history: an episode's start, a fork's parent, a replica's catch-up), as
+    `apply_patch` would one by one (the same state and digest), but copying each container they change once for
+    all of them: the states in between are never returned, so the copy one patch made is the next one's to write.
+
+    Raises:
+        StateError: a patch does not apply (committed patches always do).
+    """
+    old = as_state(state)
+    patcher = _Patcher(old)
+    digest = old.digest
+    for patch in patches:
+        if patch:
+            patcher.apply(patch)
+            digest = hashlib.sha256((digest + canonical_json(patch)).encode()).hexdigest()
+    if patcher.root is old:
+        return old
+    if not isinstance(patcher.root, dict):
+        raise StateError("state_patch replaced the state with a non-object")
+    result = State(patcher.root)
+    result.digest = digest
+    if patcher.whole:
+        result.base, result.touched = result, frozenset()
+    else:
+        result.base, result.touched = old.base, old.touched | patcher.touched
     return result
 
 

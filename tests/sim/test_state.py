@@ -96,3 +96,23 @@ def test_errors_name_the_operation_and_the_path() -> None:
     with pytest.raises(StateError, match="breaks state_schema"):
         schema = {"type": "object", "properties": {"count": {"type": "integer"}}}
         apply_patch(STATE, [{"op": "replace", "path": "/count", "value": "three"}], schema)
+
+
+def test_a_history_applied_at_once_equals_its_patches_one_by_one_and_copies_each_container_once() -> None:
+    from simia.sim.world import apply_patch, apply_patches, as_state
+
+    base = as_state({"orders": {f"o{i}": {"status": "pending", "n": i} for i in range(1000)}, "meta": {"v": 1}})
+    patches = [[{"op": "replace", "path": f"/orders/o{i}/status", "value": "done"}] for i in range(0, 50, 5)]
+    patches += [
+        [],
+        [{"op": "add", "path": "/orders/new", "value": {"status": "new"}}],
+        [{"op": "remove", "path": "/orders/o1"}],
+    ]
+    one_by_one = base
+    for patch in patches:
+        one_by_one = apply_patch(one_by_one, patch, None)
+    folded = apply_patches(base, patches)
+    assert folded == one_by_one and folded.digest == one_by_one.digest and folded.touched == one_by_one.touched
+    assert folded.base is base and folded["meta"] is base["meta"] and folded["orders"]["o2"] is base["orders"]["o2"]
+    assert base["orders"]["o0"]["status"] == "pending" and "new" not in base["orders"]  # the base is never written
+    assert apply_patches(base, [[], []]) is base
