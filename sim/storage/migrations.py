@@ -30,7 +30,8 @@ indexes of the columns they change, kept its tables. 3: an episode's row holds n
 base, stored once in the `states` table under its digest however many episodes start from it, and the patches
 from that base (`base_hash`, `base_patches`); every later state is the base with those patches and the events'
 patches applied. The `initial_state`, `state` and `snapshot_seq` columns and the `snapshots` table are gone, so a
-call writes its event and its episode's counters, nothing the size of the state."""
+call writes its event and its episode's counters, nothing the size of the state; on SQLite the idle sweep's
+`(status, updated_at)` index, which a call's update of `updated_at` rewrote, became an index on `status`."""
 
 _MOVE_BATCH = 16
 """Rows `move_initial_states` reads at a time (an old row's initial state may be megabytes)."""
