@@ -69,11 +69,13 @@ class EpisodeService:
         self._calls = CallPipeline(self._live, self.world, simulator, store, settings, self.metrics, self.real)
 
     async def start(self) -> None:
-        """Make each world ready before serving: its hashes (O(its state's size) once, off the event loop) and its
-        state's one stored copy, which every episode of the world references (so creating one writes no state)."""
+        """Make each world ready before serving, O(its state's size) once and off the event loop: its hashes, its
+        state's one stored copy, which every episode of the world references (so creating one writes no state),
+        and the index of its records, through which the simulator finds the records a call names."""
         for world in self.worlds.values():
             await asyncio.to_thread(_warm, world)
             await self.store.put_base(world.base_state)
+            await self.simulator.indexes.aindex_of(world.base_state)  # the records a call names, found per call
 
     def world(self, name: str) -> World:
         world = self.worlds.get(name)

@@ -2,20 +2,27 @@
 
 `Simulator.step` builds one structured model request from the world, the state and a window of recent
 calls (`prompts`), and checks the answer against the tool's output schema and the state's schema before
-it is returned; `faults` draws and applies the realistic faults of a perturbed episode.
+it is returned; `slicing` shows a large state as the records a call names, found through `index`; `faults`
+draws and applies the realistic faults of a perturbed episode.
 """
 
 from __future__ import annotations
 
 from .faults import applicable, choose_fault, injected_error, perturb_output
+from .index import IndexedState, StateIndex, StateIndexes
 from .prompts import PROMPT_VERSION, answer_schema, system_prompt, user_prompt
 from .simulator import ErrorKind, Simulator, Step, ToolCall, check_call
-from .slicing import needles_of, slice_state, state_text
+from .slicing import NamedRecord, StateView, needles_of, slice_state, state_text, state_view
 
 __all__ = [
     "PROMPT_VERSION",
     "ErrorKind",
+    "IndexedState",
+    "NamedRecord",
     "Simulator",
+    "StateIndex",
+    "StateIndexes",
+    "StateView",
     "Step",
     "ToolCall",
     "answer_schema",
@@ -27,6 +34,7 @@ __all__ = [
     "perturb_output",
     "slice_state",
     "state_text",
+    "state_view",
     "system_prompt",
     "user_prompt",
 ]

@@ -16,7 +16,7 @@ from ..world import ToolSpec, World, schema_signature
 
 __all__ = ["PROMPT_VERSION", "answer_schema", "system_prompt", "user_prompt"]
 
-PROMPT_VERSION = "sim-2"
+PROMPT_VERSION = "sim-3"
 
 _RULES = """\
 You are the simulator behind the tools of the world described below. An agent calls these tools; you play

@@ -22,9 +22,10 @@ from ..errors import BackendError, BackendOutputError, StateError
 from ..records import PastCall
 from ..schema import validate_instance
 from ..storage import ResponseCache, cache_key
-from ..world import ToolSpec, World, apply_patch, compact_json, state_hash
+from ..world import State, ToolSpec, World, apply_patch, as_state, compact_json
+from .index import StateIndexes
 from .prompts import PROMPT_VERSION, answer_schema, system_prompt, user_prompt
-from .slicing import state_text
+from .slicing import StateView, state_view
 
 __all__ = ["ErrorKind", "Simulator", "Step", "ToolCall", "check_call"]
 
@@ -153,6 +154,8 @@ class Simulator:
         max_tokens: cap on each answer.
         temperature: sampling temperature of the simulator.
         max_argument_bytes: arguments above this size are refused before any model call.
+        indexes: where the indexes of the states it slices are kept (one per base state, built off the event
+            loop on first need); a new one by default.
     """
 
     def __init__(
@@ -164,6 +167,7 @@ class Simulator:
         max_tokens: int = 1024,
         temperature: float = 0.3,
         max_argument_bytes: int = 32_768,
+        indexes: StateIndexes | None = None,
     ) -> None:
         self.backend = backend
         self.cache = cache
@@ -173,20 +177,26 @@ class Simulator:
         self.max_argument_bytes = max_argument_bytes
         self._system: dict[str, str] = {}
         self._schemas: dict[tuple[str, str], dict[str, Any]] = {}  # (world hash, tool) -> answer schema
+        self.indexes = indexes if indexes is not None else StateIndexes()
 
     def build_messages(
         self, world: World, state: dict[str, Any], window: Sequence[PastCall], call: ToolCall
     ) -> list[dict[str, Any]]:
-        """The prompt for `call`: the world's stable system message, then window, state and call."""
+        """The prompt for `call`: the world's stable system message, then window, state and call. (Indexes a
+        state whose base it has not seen here, on the calling thread: `step` does that in a worker thread.)"""
+        indexed = self.indexes.index_of(_current(world, state))
+        view = state_view(indexed, call.arguments, world.simulator.max_state_chars)
+        return self._messages(world, window, call, view)
+
+    def _messages(
+        self, world: World, window: Sequence[PastCall], call: ToolCall, view: StateView
+    ) -> list[dict[str, Any]]:
         system = self._system.get(world.content_hash)
         if system is None:
             system = self._system[world.content_hash] = system_prompt(world)
         recent = list(window)[-world.simulator.window :] if world.simulator.window else []
-        text, sliced = state_text(state, call.arguments, world.simulator.max_state_chars)
-        return [
-            {"role": "system", "content": system},
-            {"role": "user", "content": user_prompt(call.tool, call.arguments_json, text, recent, sliced=sliced)},
-        ]
+        user = user_prompt(call.tool, call.arguments_json, view.text, recent, sliced=view.sliced)
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     async def step(
         self,
@@ -210,13 +220,17 @@ class Simulator:
             code = "unknown_tool" if tool is None else "invalid_arguments"
             return _agent_error(_recordable(call, limit), state, code, problem or "")
         start = time.monotonic()
-        keys = self._cache_keys(world, tool, state, call, seed)
+        current = _current(world, state)
+        view = state_view(await self.indexes.aindex_of(current), call.arguments, world.simulator.max_state_chars)
+        if view.named_chars > world.simulator.max_named_chars:
+            return _too_large(world, call, state, view, start)
+        keys = self._cache_keys(world, tool, current, call, seed)
         if keys is not None and self.cache is not None:
             hit = await self.cache.get(keys[0])
-            result = self._check(world, tool, state, hit) if hit is not None else None
+            result = self._check(world, tool, state, current, hit) if hit is not None else None
             if isinstance(result, Step):
                 return _finish(result, call, Usage(), start, 0, cached=True, model=self.backend.model)
-        return await self._simulate(world, tool, state, window, call, seed, keys, start)
+        return await self._simulate(world, tool, state, current, window, call, view, seed, keys, start)
 
     def _answer_schema(self, world: World, tool: ToolSpec) -> dict[str, Any]:
         """The answer schema of `tool`, built once per world and tool, not on every call."""
@@ -226,12 +240,13 @@ class Simulator:
         return schema
 
     def _cache_keys(
-        self, world: World, tool: ToolSpec, state: dict[str, Any], call: ToolCall, seed: int | None
+        self, world: World, tool: ToolSpec, state: State, call: ToolCall, seed: int | None
     ) -> tuple[str, str] | None:
-        """(this backend's cache key, the replay key any backend may serve) of a seeded call; None unseeded."""
+        """(this backend's cache key, the replay key any backend may serve) of a seeded call; None unseeded.
+        The state enters by its digest (O(1): a patched state's digest chains its patches' hashes)."""
         if seed is None:
             return None
-        digest = state_hash(state)
+        digest = state.digest
         key, replay_key = (
             cache_key(
                 world_hash=world.content_hash,
@@ -251,15 +266,17 @@ class Simulator:
         world: World,
         tool: ToolSpec,
         state: dict[str, Any],
+        current: State,
         window: Sequence[PastCall],
         call: ToolCall,
+        view: StateView,
         seed: int | None,
         keys: tuple[str, str] | None,
         start: float,
     ) -> Step:
         """Ask the model, feeding each invalid answer's problem back, up to `max_attempts` times."""
         schema = self._answer_schema(world, tool)
-        messages = self.build_messages(world, state, window, call)
+        messages = self._messages(world, window, call, view)
         usage = Usage()
         last_problem = ""
         for attempt in range(1, self.max_attempts + 1):
@@ -282,7 +299,7 @@ class Simulator:
             except Exception as exc:  # BackendError, or a backend bug: a recorded infra failure, never a lost call
                 return self._backend_failed(exc, call, state, usage, start, attempt)
             usage = usage + completion.usage
-            result = self._check(world, tool, state, completion.data)
+            result = self._check(world, tool, state, current, completion.data)
             if isinstance(result, Step):
                 if keys is not None and self.cache is not None:
                     await self.cache.put(keys[0], keys[1], completion.data, completion.model)
@@ -316,8 +333,11 @@ class Simulator:
             detail = f"unexpected {type(exc).__name__} in {self.backend.spec}: {exc}"
         return _infra(call, state, "backend_error", message, usage, start, attempt, detail=detail)
 
-    def _check(self, world: World, tool: ToolSpec, state: dict[str, Any], data: dict[str, Any]) -> Step | str:
-        """Validate an answer; returns the Step, or the problem to feed back."""
+    def _check(
+        self, world: World, tool: ToolSpec, state: dict[str, Any], current: State, data: dict[str, Any]
+    ) -> Step | str:
+        """Validate an answer; returns the Step (its state: `state` itself when unchanged, else `current`
+        patched), or the problem to feed back."""
         problem = _envelope_problem(world, tool, data)
         if problem:
             return "the answer does not match the answer schema: " + problem
@@ -347,7 +367,7 @@ class Simulator:
             if problems:
                 return "output breaks the tool's outputSchema: " + "; ".join(problems[:3])
         try:
-            new_state = apply_patch(state, patch, world.state_schema)
+            new_state = apply_patch(current, patch, world.state_schema) if patch else state
         except StateError as exc:
             return str(exc)
         text = _unicode_json(output)
@@ -386,6 +406,26 @@ def _envelope_problem(world: World, tool: ToolSpec, data: dict[str, Any]) -> str
         if not isinstance(op, dict) or op.get("op") not in _OPS or not isinstance(op.get("path"), str):
             return f"$.state_patch[{i}]: each operation needs 'op' (add, remove, replace, ...) and a string 'path'"
     return ""
+
+
+def _current(world: World, state: dict[str, Any]) -> State:
+    """`state` as a `State`: O(1) for a State or the world's own initial state, O(its size) for another dict."""
+    return world.base_state if state is world.initial_state else as_state(state)
+
+
+def _too_large(world: World, call: ToolCall, state: dict[str, Any], view: StateView, start: float) -> Step:
+    """The infra Step of a call whose named records alone are over `simulator.max_named_chars`."""
+    limit = world.simulator.max_named_chars
+    named = sorted(view.named, key=lambda record: -record.chars)
+    listed = ", ".join(map(str, named[:8])) + (f" and {len(named) - 8} more" if len(named) > 8 else "")
+    where = f"{world.source}/world.yaml" if world.source else f"the world.yaml of world {world.name!r}"
+    detail = (
+        f"the records this call names take {view.named_chars:,} characters ({listed}), over the limit of "
+        f"{limit:,} the simulator may be shown (simulator.max_named_chars); raise simulator.max_named_chars in "
+        f"{where} to simulate such calls"
+    )
+    text = "The tool cannot answer this call: the records it names are too large to process."
+    return _infra(call, state, "state_too_large", text, Usage(), start, 0, detail=detail)
 
 
 def _feedback(problem: str) -> str:

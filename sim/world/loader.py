@@ -133,7 +133,8 @@ def load_world(folder: str | Path) -> World:
         state_schema, str(world_file), "$.state_schema", issues, root_object=False
     ):
         state_schema = None
-    state = _load_state(folder, state_schema, issues)
+    limit = head.simulator.max_state_bytes if head else SimulatorHints().max_state_bytes
+    state = _load_state(folder, state_schema, issues, limit)
     tools_by_name = {t.name: t for t in tools}
     examples = _load_examples(folder, tools_by_name, declared, issues)
     tasks = _load_tasks(folder, state, state_schema, issues)
@@ -245,10 +246,20 @@ def _load_policy(folder: Path, world_file: Path, head: _WorldFile | None, issues
     return (inline or "").strip()
 
 
-def _load_state(folder: Path, state_schema: dict[str, Any] | None, issues: IssueCollector) -> dict[str, Any]:
+def _load_state(
+    folder: Path, state_schema: dict[str, Any] | None, issues: IssueCollector, max_bytes: int
+) -> dict[str, Any]:
     path = folder / "state.json"
     if not path.is_file():
         state: Any = {}
+    elif path.stat().st_size > max_bytes:
+        issues.add(
+            str(path),
+            "$",
+            f"state.json is {path.stat().st_size:,} bytes, over the limit of {max_bytes:,} (simulator.max_state_bytes)",
+            "raise simulator.max_state_bytes in world.yaml if the machine has the memory (about 10x the file)",
+        )
+        return {}
     else:
         state = read_json(path, issues)
         if state is None:

@@ -131,7 +131,20 @@ class SimulatorHints(_Strict):
     max_state_chars: int = Field(
         default=3_000,
         ge=500,
-        description="Above this size the state is sliced to the records a call touches.",
+        description="Above this size the state is sliced to the records a call names (shown whole, whatever "
+        "their size) and this many characters of context around them.",
+    )
+    max_state_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=1024,
+        description="The largest state.json this world may load (bytes, 256 MiB by default): each served world keeps "
+        "its state and an index of its records in memory.",
+    )
+    max_named_chars: int = Field(
+        default=60_000,
+        ge=1_000,
+        description="The most characters the records a call names may take in a prompt: a call naming more is "
+        "refused (an infra error, `state_too_large`) rather than simulated without them.",
     )
     errors: list[ToolErrorSpec] = Field(
         default_factory=list,

@@ -201,3 +201,24 @@ def test_json_nested_too_deeply_fails_only_its_world(tmp_path: Path) -> None:
     assert str(error.issues[0]) == (
         f"{deep / 'state.json'}: $: JSON nested too deeply to read (hint: flatten the data (nesting over ~1000 levels))"
     )
+
+
+def test_a_state_over_the_size_limit_is_refused_naming_the_limit_and_how_to_raise_it(tmp_path: Path) -> None:
+    folder = _copy_mock(tmp_path, "big", "big")
+    world_file = folder / "world.yaml"
+    raw = yaml.safe_load(world_file.read_text())
+    raw["simulator"] = {**raw.get("simulator", {}), "max_state_bytes": 1024}
+    world_file.write_text(yaml.safe_dump(raw))
+    state = json.loads((folder / "state.json").read_text())
+    state["items"].update({f"item{i}": {"qty": 1, "unit": "pieces"} for i in range(100)})  # the tasks' items kept
+    (folder / "state.json").write_text(json.dumps(state))
+    with pytest.raises(WorldError) as caught:
+        load_world(folder)
+    message = str(caught.value)
+    assert (
+        "over the limit of 1,024 (simulator.max_state_bytes)" in message
+        and "raise simulator.max_state_bytes" in message
+    )
+    raw["simulator"]["max_state_bytes"] = 1_000_000
+    world_file.write_text(yaml.safe_dump(raw))
+    assert len(load_world(folder).initial_state["items"]) == 103
