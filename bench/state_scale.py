@@ -12,7 +12,8 @@ arguments drawn from the records. Per world, as a figure and as a ratio to the t
 - server CPU per call (the server process's CPU time over the calls / calls);
 - bytes written per call (/proc/PID/io write_bytes over the calls / calls), beside the patch per write call;
 - episode create and fork time, p50 and p95 (one at a time, on an idle server);
-- memory per live episode (server RSS growth over the N episodes and their calls / N);
+- memory per live episode (server RSS growth over `--live` more episodes, 300 by default, that each make 3 calls
+  and stay live / their number: 20 episodes are too few to see past the allocator's arenas);
 - database bytes per episode (growth of the live pages, and of the db + wal files, / N; and its events);
 - /healthz p99 while forks of the N episodes make their calls and more episodes are created and forked
   (polled every 20 ms from another process, so this process's own work never delays a poll);
@@ -434,7 +435,7 @@ def database_folder() -> Path:
 
 
 async def measure(
-    subject: Subject, episodes: int, calls: int, db_folder: Path, seed: int, memory_limit: int
+    subject: Subject, episodes: int, calls: int, db_folder: Path, seed: int, memory_limit: int, live_episodes: int
 ) -> Figures:
     """Serve `subject`'s world, drive it through the phases of the module docstring, and collect its figures."""
     figures, name = Figures(subject), subject.name
@@ -480,7 +481,7 @@ async def measure(
                 await asyncio.gather(
                     *(agent(port, e, plan(calls, f"episode {i}"), figures, latencies) for i, e in enumerate(ids))
                 )
-                cpu2, written2, rss2, (files2, live2) = probe.cpu(), probe.written(), probe.rss(), db_bytes(db)
+                cpu2, written2, (files2, live2) = probe.cpu(), probe.written(), db_bytes(db)
                 stats = simulator.stats
                 n_calls = max(1, len(latencies))
                 figures.call_p50_ms = statistics.median(latencies) if latencies else None
@@ -492,8 +493,6 @@ async def measure(
                     figures.problems.append("/proc/PID/io is not readable: no bytes written")
                 figures.patch_per_write = stats.patch_bytes / stats.write_calls if stats.write_calls else 0.0
                 figures.patch_per_call = (stats.patch_bytes - patch0) / n_calls
-                figures.changed_per_episode = (stats.patch_bytes - patch0) / episodes
-                figures.memory_per_episode = (rss2 - rss0) / episodes
                 figures.db_files_per_episode = (files2 - files0) / episodes
                 if live0 is not None and live2 is not None:
                     figures.db_live_per_episode = (live2 - live0) / episodes
@@ -502,6 +501,21 @@ async def measure(
 
                 phase = "forks"
                 forks = [await timed(lambda e=e: fork_episode(conn, e), figures.fork_ms) for e in ids]
+
+                phase = "live episodes"  # many episodes that stay live, each a few calls: memory per live episode
+                rss3, patch3 = probe.rss(), simulator.stats.patch_bytes
+                gate = asyncio.Semaphore(20)
+
+                async def live_one(i: int) -> None:
+                    async with gate:
+                        lone = Connection(port)
+                        episode = await create_episode(lone, subject.name)
+                        await lone.close()
+                        await agent(port, episode, plan(3, f"live {i}"), Figures(subject), [])
+
+                await asyncio.gather(*(live_one(i) for i in range(live_episodes)))
+                figures.memory_per_episode = (probe.rss() - rss3) / live_episodes
+                figures.changed_per_episode = (simulator.stats.patch_bytes - patch3) / live_episodes
 
                 phase = "load with /healthz polled"
 
@@ -666,6 +680,7 @@ async def main() -> None:
     parser.add_argument("--scales", help="comma-separated scale factors (default 0.1,1,4,16; quick 0.1,1)")
     parser.add_argument("--episodes", type=int, help="episodes per world (default 20; quick 3)")
     parser.add_argument("--calls", type=int, help="calls per episode (default 20; quick 4)")
+    parser.add_argument("--live", type=int, help="episodes kept live for the memory figure (default 300; quick 10)")
     parser.add_argument("--seed", type=int, default=0, help="seeds the generated worlds and the calls")
     parser.add_argument("--synchronous", choices=["NORMAL", "FULL"], default="NORMAL", help="simia's SQLite sync mode")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check that the bench runs, not its targets")
@@ -675,6 +690,7 @@ async def main() -> None:
     scales = [float(s) for s in (args.scales or ("0.1,1" if args.quick else "0.1,1,4,16")).split(",")]
     episodes = args.episodes or (3 if args.quick else 20)
     calls = args.calls or (4 if args.quick else 20)
+    live = args.live or (10 if args.quick else 300)
     started = time.perf_counter()
     db_folder = database_folder()
     kind, mount = filesystem(db_folder)
@@ -691,7 +707,8 @@ async def main() -> None:
     for subject in subjects(sorted(scales), args.seed):
         print(f"  measuring {subject.label} ({subject.name}) ...", flush=True)
         started_world = time.perf_counter()
-        results.append(await measure(subject, episodes, calls, db_folder, args.seed, int(available * 0.6)))
+        memory_limit = int(available * 0.6)
+        results.append(await measure(subject, episodes, calls, db_folder, args.seed, memory_limit, live))
         print(f"    done in {time.perf_counter() - started_world:.0f} s", flush=True)
     report(results)
     targets(results)

@@ -5,8 +5,8 @@
 percall  per-call cost of `simia serve --db postgresql://...` vs `--db FILE --synchronous FULL`, zero-latency
          scripted backend, alternating rounds (target: postgres / sqlite <= 1.5). Postgres runs with
          fsync on, so both engines make every commit durable before answering.
-fork     POST /v1/episodes/{id}/fork at step 500 of an episode (the state after step 500 is a snapshot
-         plus the patches after it): p50 over HTTP on each engine (target <= 10 ms)
+fork     POST /v1/episodes/{id}/fork at step 500 of an episode (the state after step 500 is the world's stored
+         state plus the episode's 500 patches): p50 over HTTP on each engine (target <= 10 ms)
 replay   a recorded set of seeded episodes replayed through `--backend replay:DB` (no model): calls/s
          through the whole server, against the same calls answered by the scripted backend in the same
          run, and answers/s of the replay backend alone (target >= 2,000 calls/s)

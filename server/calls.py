@@ -90,7 +90,12 @@ class CallPipeline:
         entry.users += 1
         try:
             async with entry.lock:
-                world, event = await self._call_serialized(entry, episode_id, principal, tool, arguments, request_key)
+                try:
+                    world, event = await self._call_serialized(
+                        entry, episode_id, principal, tool, arguments, request_key
+                    )
+                finally:
+                    entry.park()
         finally:
             entry.users -= 1
             if entry.record is None or entry.record.status != "active":  # a call on a closed episode: keep nothing

@@ -19,7 +19,7 @@ from typing import Any
 from simia.sim.errors import StateError
 from simia.sim.records import EpisodeRecord, EventRecord, PastCall
 from simia.sim.storage import Store
-from simia.sim.world import apply_patch
+from simia.sim.world import Parked, State, apply_patch, park
 
 from .metrics import Metrics
 
@@ -40,6 +40,22 @@ class LiveEpisode:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     users: int = 0
     record: EpisodeRecord | None = None
+    parked: Parked | None = None  # the record's state between calls, when keeping it whole costs more (`park`)
+
+    def park(self) -> None:
+        """Between calls, keep the record's state as what it changed when it holds copies of large collections
+        (`simia.sim.world.park`): a live episode's memory is then what its calls changed. Call under the lock."""
+        if self.record is not None and isinstance(self.record.state, State):
+            kept = park(self.record.state)
+            if isinstance(kept, Parked):
+                self.parked, self.record.state = kept, None
+
+    def unpark(self) -> None:
+        """Make the record's state whole again (before a call uses it)."""
+        if self.parked is not None:
+            if self.record is not None:
+                self.record.state = self.parked.unpark()
+            self.parked = None
 
     def window(self, size: int) -> list[PastCall]:
         """The last `size` calls the agent got a real answer for, as the simulator sees them: an
@@ -125,6 +141,7 @@ class LiveEpisodes:
         """The cached record (loading it, its window and its latest events on first use); with a `Store.shared`
         database, first brought up to what other replicas committed since, so that a call is simulated on
         what they committed and not twice. Call under the lock."""
+        entry.unpark()
         if entry.record is not None and self.store.shared and not await self._caught_up(episode_id, entry):
             entry.record = None
         if entry.record is None:

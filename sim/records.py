@@ -8,6 +8,7 @@ record as stored: it is a base state, kept once for every episode that starts fr
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,10 +18,19 @@ from pydantic_core import to_json
 
 from .verdict import Verdict
 
-__all__ = ["BUDGET_CODES", "EpisodeRecord", "EventRecord", "PastCall", "Progress", "StatePath"]
+__all__ = ["BUDGET_CODES", "EpisodeRecord", "EventRecord", "PastCall", "Progress", "StatePath", "result_text"]
 
 BUDGET_CODES = frozenset({"budget_calls", "budget_tokens"})
 """The error codes of a call an episode's budget refused: such a call never ran, so it is not a call."""
+
+
+_unicode_json = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def result_text(output: dict[str, Any]) -> str:
+    """The text of a simulated successful result: its output as JSON, which the agent reads beside the structured
+    output. Stores keep an event's text only when it is not this (most are), so a call's output is stored once."""
+    return _unicode_json(output)
 
 
 @dataclass

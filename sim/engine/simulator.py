@@ -9,7 +9,6 @@ in is never modified; a `Step` carries the new one.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -19,7 +18,7 @@ from typing import Any, Literal
 
 from ..backends import Backend, CompletionRequest, Usage
 from ..errors import BackendError, BackendOutputError, StateError
-from ..records import PastCall
+from ..records import PastCall, result_text
 from ..schema import validate_instance
 from ..storage import ResponseCache, cache_key
 from ..world import State, ToolSpec, World, apply_patch, as_state, compact_json
@@ -31,8 +30,6 @@ __all__ = ["ErrorKind", "Simulator", "Step", "ToolCall", "check_call"]
 
 ErrorKind = Literal["agent", "infra"]
 log = logging.getLogger("simia.simulator")
-
-_unicode_json = json.JSONEncoder(ensure_ascii=False).encode
 
 
 @dataclass(frozen=True)
@@ -370,8 +367,7 @@ class Simulator:
             new_state = apply_patch(current, patch, world.state_schema) if patch else state
         except StateError as exc:
             return str(exc)
-        text = _unicode_json(output)
-        return Step(tool.name, {}, output, text, False, new_state, state_patch=patch)
+        return Step(tool.name, {}, output, result_text(output), False, new_state, state_patch=patch)
 
 
 _OPS = {"add", "remove", "replace", "move", "copy", "test"}

@@ -66,6 +66,7 @@ from .sql import (
     progress_from_rows,
     set_status_params,
     state_path_of,
+    stored_text,
 )
 
 __all__ = ["PG_SCHEMA", "PgStore", "is_postgres_url", "redact_url"]
@@ -516,8 +517,9 @@ class PgStore:
             "episode_id": episode_id, "calls": calls, "prompt": prompt, "completion": completion, "cost": cost,
             "expected": expected_seq,
             "request_key": e.request_key, "tool": e.tool, "arguments": compact_json(e.arguments),
-            "output": compact_json(e.output), "text": e.text, "is_error": int(e.is_error), "error_code": e.error_code,
-            "error_kind": e.error_kind, "state_patch": compact_json(e.state_patch), "usage": compact_json(e.usage),
+            "output": compact_json(e.output), "text": stored_text(e), "is_error": int(e.is_error),
+            "error_code": e.error_code, "error_kind": e.error_kind, "state_patch": compact_json(e.state_patch),
+            "usage": compact_json(e.usage),
             "latency_ms": e.latency_ms, "model": e.model, "detail": e.detail, "created_at": e.created_at,
             "injected": e.injected, "source": e.source,
         }  # fmt: skip

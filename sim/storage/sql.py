@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..records import EpisodeRecord, EventRecord, Progress, StatePath
+from ..records import EpisodeRecord, EventRecord, Progress, StatePath, result_text
 from ..verdict import Verdict
 from ..world import compact_json
 
@@ -40,6 +40,7 @@ __all__ = [
     "progress_from_rows",
     "set_status_params",
     "state_path_of",
+    "stored_text",
 ]
 
 INDEX_SQL = """
@@ -194,9 +195,19 @@ def episode_from_row(row: Mapping[str, Any]) -> EpisodeRecord:
     return EpisodeRecord(**values)
 
 
+def stored_text(event: EventRecord) -> str:
+    """What the `text` column keeps of an event: "" when the text is its output's rendering (`result_text`, read
+    back by `event_from_row`), so a call's output is not written twice."""
+    if event.output is not None and not event.is_error and event.text == result_text(event.output):
+        return ""
+    return event.text
+
+
 def event_from_row(row: Mapping[str, Any]) -> EventRecord:
     values = {k: (json.loads(row[k]) if k in JSON_EVENT and row[k] is not None else row[k]) for k in EVENT_COLUMNS}
     values["is_error"] = bool(values["is_error"])
+    if values["text"] == "" and values["output"] is not None and not values["is_error"]:
+        values["text"] = result_text(values["output"])
     return EventRecord(**values)
 
 

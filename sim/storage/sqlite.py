@@ -55,6 +55,7 @@ from .sql import (
     progress_from_rows,
     set_status_params,
     state_path_of,
+    stored_text,
 )
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -435,7 +436,7 @@ class SqliteStore:
                 e.tool,
                 compact_json(e.arguments),
                 compact_json(e.output),
-                e.text,
+                stored_text(e),
                 int(e.is_error),
                 e.error_code,
                 e.error_kind,

@@ -23,6 +23,7 @@ from .model import (
     compact_json,
 )
 from .state import (
+    Parked,
     State,
     Touched,
     apply_patch,
@@ -30,6 +31,7 @@ from .state import (
     as_state,
     check_touched,
     is_missing,
+    park,
     resolve_pointer,
     state_diff,
     state_hash,
@@ -51,6 +53,7 @@ __all__ = [
     "WORLD_NAME",
     "Example",
     "LoadReport",
+    "Parked",
     "RealServer",
     "SimulatorHints",
     "State",
@@ -75,6 +78,7 @@ __all__ = [
     "load_worlds",
     "openai_tool",
     "openai_tool_call",
+    "park",
     "resolve_pointer",
     "schema_signature",
     "state_diff",

@@ -138,10 +138,11 @@ async def test_two_replicas_hammering_one_episode_through_the_balancer_commit_it
         assert record is not None
         assert [e.seq for e in events] == list(range(1, 61))  # gap-free, none lost, none doubled
         assert [e.output["qty"] for e in events if e.output] == list(range(1, 61))  # each saw its predecessor
-        replayed = record.initial_state
+        replayed = await store.state_at(episode["id"], 0)
         for event in events:  # the final state is the recorded patches applied in order
             replayed = apply_patch(replayed, event.state_patch, None)
-        assert replayed == record.state and record.state["items"]["milk"]["qty"] == 60
+        final = await store.state_at(episode["id"], record.seq)
+        assert replayed == final and final["items"]["milk"]["qty"] == 60
         assert await store.integrity_check() == "ok"
     finally:
         await store.close()
@@ -240,7 +241,7 @@ async def test_the_kill_check_reports_an_acknowledged_call_the_store_lost_or_a_c
                                                  state={}))  # fmt: skip
         for _ in range(3):
             event = EventRecord(tool="get_item", arguments={}, output={}, text="", is_error=False)
-            await store.commit_event("ep_check", event, None)
+            await store.commit_event("ep_check", event)
     finally:
         await store.close()
     assert await bench.store_problems(pg_url, {"ep_check": [1, 2, 3]}) == []

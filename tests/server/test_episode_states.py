@@ -91,3 +91,24 @@ async def test_a_patch_that_replaces_a_huge_subtree_is_accepted_and_its_size_rep
     assert detail["state"]["items"] == huge
     assert "large state patch" in detail["events"][0]["detail"] and "bytes" in detail["events"][0]["detail"]
     assert "simia_large_state_patches_total 1.0" in metrics
+
+
+async def test_between_calls_a_live_episode_of_a_large_world_keeps_only_what_it_changed(
+    make_server: Any, worlds_dir: Path, tmp_path: Path
+) -> None:
+    worlds = _mock_world_copy(worlds_dir, tmp_path)
+    state_file = worlds / "mock" / "state.json"
+    state = json.loads(state_file.read_text())
+    state["items"].update({f"item{i}": {"qty": i % 100, "unit": "pieces"} for i in range(3_000)})
+    state_file.write_text(json.dumps(state))
+    async with make_server(worlds_dir=worlds) as server, httpx.AsyncClient(base_url=server.url) as http:
+        episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+        async with Client(episode["mcp_url"]) as client:
+            await client.call_tool("set_quantity", {"name": "milk", "qty": 9})
+        entry = server.app.service._live.get(episode["id"])
+        assert entry is not None and entry.record is not None
+        assert entry.record.state is None and entry.parked is not None  # no copy of the 3,003 items kept
+        assert entry.parked.values == {("items", "milk"): {"qty": 9, "unit": "litres"}}
+        assert await _quantity(episode["mcp_url"], "milk") == 9  # made whole again for the next call
+        assert await _quantity(episode["mcp_url"], "item7") == 7
+        assert (await http.get(f"/v1/episodes/{episode['id']}")).json()["state"]["items"]["milk"]["qty"] == 9

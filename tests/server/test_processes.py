@@ -60,9 +60,10 @@ async def test_stdio_serves_one_episode_to_the_sdk_client_and_judges_it(tmp_path
     assert missing.is_error and missing.content[0].text == "Error (item_not_found): There is no banana in the pantry."
     with sqlite3.connect(tmp_path / "stdio.db") as db:
         rows = db.execute(
-            "SELECT e.status, e.seq, json_extract(e.state, '$.items.milk.qty'), e.verdict FROM episodes e"
+            "SELECT e.status, e.seq, json_extract(v.state_patch, '$[0].value'), e.verdict FROM episodes e "
+            "JOIN events v ON v.episode_id = e.id AND v.seq = 1"
         ).fetchall()
-    [(status, seq, milk, verdict)] = rows
+    [(status, seq, milk, verdict)] = rows  # the milk: the patch of the write (states are the events' patches)
     assert (status, seq, milk) == ("ended", 2, 4)  # committed, and ended when the client disconnected
     judged = json.loads(verdict)  # ... and judged with --judge-backend
     assert (judged["reward"], judged["status"], judged["checks"]) == (1, "ok", ["rules", "llm"])

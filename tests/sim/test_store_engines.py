@@ -8,7 +8,7 @@ import time
 import psycopg
 import pytest
 from simia.sim.errors import StoreConflict
-from simia.sim.records import EpisodeRecord, EventRecord, Progress
+from simia.sim.records import EpisodeRecord, EventRecord, Progress, result_text
 from simia.sim.storage import Store, open_store
 from simia.sim.verdict import Verdict
 
@@ -230,3 +230,16 @@ async def test_a_held_episode_makes_another_process_commit_wait_then_conflict(pg
     finally:
         await first.close()
         await second.close()
+
+
+async def test_a_result_text_that_renders_its_output_is_stored_once_and_read_back_whole(store: Store) -> None:
+    await store.create_episode(episode("e1"))
+    output = {"name": "milk", "qty": 4, "note": "fraîche"}
+    rendered = EventRecord(tool="get_item", arguments={}, output=output, text=result_text(output), is_error=False)
+    own = EventRecord(tool="get_item", arguments={}, output=output, text="4 litres of milk", is_error=False)
+    failed = EventRecord(tool="get_item", arguments={}, output=None, text="", is_error=True, error_code="not_found")
+    for event in (rendered, own, failed):
+        await store.commit_event("e1", event)
+    read = await store.events("e1")
+    assert [e.text for e in read] == [result_text(output), "4 litres of milk", ""]
+    assert [e.output for e in read] == [output, output, None]
