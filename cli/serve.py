@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import uvicorn
+from simia.clients.prompt import agent_system_prompt
 from simia.server import ServerSettings, SimiaApp, build_server
+from simia.server.ors import OrsApp
 from simia.server.settings import parse_named_token
 from simia.server.stdio import serve_stdio
 from simia.sim import __version__
@@ -77,12 +80,19 @@ def compose(args: argparse.Namespace, open_store: Callable[[argparse.Namespace],
             idle_timeout=args.idle_timeout,
             max_live_episodes=args.max_live_episodes,
             public_url=args.public_url,
+            ors_port=args.ors_port,
             tune_gc=True,
         )
     except ValueError as exc:  # a token no request could match, or one secret for two principals
         raise CliError(str(exc)) from None
     if args.transport == "http":
         _check_listen(args.host, args.port)
+        if args.ors_port is not None:
+            if args.ors_port == args.port:
+                raise CliError(f"--ors-port {args.ors_port} is the --port too: give ORS a port of its own")
+            _check_listen(args.host, args.ors_port)
+    elif args.ors_port is not None:
+        raise CliError("--ors-port serves over HTTP: leave it out with --transport stdio")
     return build_server(worlds, sim, open_store(args), settings, judge=judge), sim
 
 
@@ -124,10 +134,27 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"  {name:<16} {len(world.tools):>3} tools  {len(world.tasks):>3} tasks  {base}/worlds/{name}/mcp")
     print(f'  episodes: POST {base}/v1/episodes {{"world": ...}} -> mcp_url {base}/episodes/{{id}}/mcp')
     auth = "bearer token required" if app.settings.requires_token else "none (local only)"
+    ors = None
+    if args.ors_port is not None:
+        print(f"  ORS (Open Reward Standard): http://{args.host}:{args.ors_port} (every world is an environment)")
+        ors_app = OrsApp(app.service, app.settings, app.drain, system_prompt=agent_system_prompt)
+        ors = Listener(uvicorn.Config(ors_app, host=args.host, port=args.ors_port, **_UVICORN, lifespan="off"))
     print(f"  auth: {auth}; metrics: {base}/metrics", flush=True)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=1)
-    DrainingServer(config, app, args.drain_timeout).run()
+    config = uvicorn.Config(app, host=args.host, port=args.port, **_UVICORN)
+    DrainingServer(config, app, args.drain_timeout, ors).run()
     return 0
+
+
+_UVICORN: dict[str, Any] = {"log_level": "warning", "timeout_graceful_shutdown": 1}
+
+
+class Listener(uvicorn.Server):
+    """A second listener of the process (`--ors-port`): the main server takes the signals, starts it before it
+    listens itself, and stops it when it stops."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 class DrainingServer(uvicorn.Server):
@@ -135,12 +162,35 @@ class DrainingServer(uvicorn.Server):
     finish, for at most `drain_timeout` seconds), then the server stops listening and the process exits 0.
     A second signal stops it at once (uvicorn's own handling)."""
 
-    def __init__(self, config: uvicorn.Config, app: SimiaApp, drain_timeout: float) -> None:
+    def __init__(
+        self, config: uvicorn.Config, app: SimiaApp, drain_timeout: float, side: Listener | None = None
+    ) -> None:
         super().__init__(config)
         self.simia = app
         self.drain_timeout = drain_timeout
+        self.side = side
+        self._side_task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drainer: asyncio.Task[None] | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """Start the side listener, if any, then this one: once the main port answers, both do."""
+        if self.side is not None:
+            self._side_task = asyncio.create_task(self.side.serve())
+            while not self.side.started:
+                if self._side_task.done():  # it could not listen (its error is logged): exit as uvicorn does
+                    self._side_task.result()
+                    raise SystemExit(1)
+                await asyncio.sleep(0.01)
+        await super().startup(sockets)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """Stop the side listener (its calls in flight finish), then the main one."""
+        if self.side is not None and self._side_task is not None:
+            self.side.should_exit = True
+            with contextlib.suppress(SystemExit):
+                await self._side_task
+        await super().shutdown(sockets)
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         """Serve until stopped, then close the store (its last group commit included)."""
@@ -256,6 +306,13 @@ def register(sub: Any) -> None:
         "--allowed-origin", action="append", type=_nonempty, metavar="ORIGIN", help="Origin header values to accept"
     )
     p.add_argument("--public-url", type=http_url, metavar="URL", help="base URL to put in mcp_url (behind a proxy)")
+    p.add_argument(
+        "--ors-port",
+        type=_port,
+        metavar="PORT",
+        help="also serve the worlds over the Open Reward Standard (ORS) at the root of this port (same host, auth "
+        "and database; for openreward clients and TRL's OpenRewardSpec)",
+    )
     p.add_argument("--max-argument-bytes", type=positive, default=32_768, help="refuse larger tool arguments (32768)")
     p.add_argument("--max-calls", type=positive, default=500, help="tool calls per episode (500)")
     p.add_argument("--max-sim-tokens", type=positive, default=2_000_000, help="simulator tokens per episode (2000000)")

@@ -59,7 +59,9 @@ from .errors import ApiError, BadRequest, http_error
 from .mcp import EpisodeGate, McpEndpoints, WorldGate
 from .metrics import Metrics
 from .middleware import EpisodeMcpShortcut, Guard, ViewerSplit
+from .nemo_gym import NemoGym
 from .openapi import openapi_document
+from .openenv import OpenEnv
 from .requests import parse_body
 from .responses import error_response, json_response
 from .runtime import tune_gc
@@ -115,6 +117,8 @@ class SimiaApp:
             Route("/v1/episodes/{episode_id}/end", self.end_episode, methods=["POST"]),
             Mount("/episodes/{episode_id}", app=episode_gate),
             Mount("/worlds/{world}", app=WorldGate(self.mcp.world_app, self.mcp)),
+            Mount("/nemo-gym/{world}", app=NemoGym(self.service).routes),
+            Mount("/openenv/{world}", app=OpenEnv(self.service, self.settings).routes),
         ]
         inner = Starlette(
             routes=routes,

@@ -28,7 +28,10 @@ from simia.sim.wire import (
     Health,
     WorldList,
 )
-from starlette.routing import Mount
+from starlette.routing import Mount, WebSocketRoute
+
+from .nemo_gym import SeedSession, Verify
+from .openenv import ResetRequest, StepRequest
 
 __all__ = ["ERROR_STATUSES", "OPERATIONS", "Operation", "QueryParam", "openapi_document", "served_routes"]
 
@@ -42,6 +45,8 @@ ERROR_STATUSES: dict[int, str] = {
     409: "The episode is not active",
     413: "Request body over the size limit",
     421: "Host not allowed (DNS-rebinding protection)",
+    422: "The episode was judged, but its verdict has no usable reward (a NeMo Gym `/verify`: drop the rollout)",
+    426: "A plain HTTP request on a WebSocket's path: open it with a WebSocket client",
     503: "Too many live episodes, the database cannot be written (disk full, read-only), or the server is "
     "draining to shut down; `Retry-After` says when to retry",
 }
@@ -66,7 +71,10 @@ class Operation:
         errors: the error statuses the route itself can give (the guard's 403, 421 and, with tokens, 401
             are added to every operation).
         public: reachable without a bearer token.
-        kind: `api` (JSON answers, `ErrorBody` errors) or `mcp` (an MCP endpoint: the SDK's JSON-RPC).
+        kind: `api` (JSON answers, `ErrorBody` errors), `mcp` (an MCP endpoint: the SDK's JSON-RPC),
+            `trainer` (a trainer protocol's route: its answers are that protocol's, `ErrorBody` errors) or
+            `websocket` (a trainer protocol's WebSocket: the handshake is a GET).
+        tag: the trainer protocol of a `trainer` or `websocket` route (`nemo-gym`, `openenv`).
     """
 
     method: Literal["get", "post", "delete"]
@@ -79,8 +87,9 @@ class Operation:
     query: tuple[QueryParam, ...] = ()
     errors: tuple[int, ...] = ()
     public: bool = False
-    kind: Literal["api", "mcp"] = "api"
+    kind: Literal["api", "mcp", "trainer", "websocket"] = "api"
     content: str = "application/json"
+    tag: str = ""
 
 
 _EPISODE_ID = "episode_id"
@@ -185,10 +194,123 @@ OPERATIONS: tuple[Operation, ...] = (
         kind="mcp",
         errors=(404,),
     ),
+    Operation(
+        "post",
+        "/nemo-gym/{world}/seed_session",
+        "nemo_gym_seed_session",
+        "NeMo Gym: a new episode for one rollout; answers its MCP url_path and sets the session cookie",
+        status=200,
+        body=SeedSession,
+        errors=(*_BODY_ERRORS, 404, 503),
+        kind="trainer",
+        tag="nemo-gym",
+    ),
+    Operation(
+        "post",
+        "/nemo-gym/{world}/verify",
+        "nemo_gym_verify",
+        "NeMo Gym: end the cookie's episode with the Responses-API output as transcript; the row, reward, verdict",
+        body=Verify,
+        errors=(*_BODY_ERRORS, 404, 422),
+        kind="trainer",
+        tag="nemo-gym",
+    ),
+    Operation(
+        "post",
+        "/openenv/{world}/reset",
+        "openenv_reset",
+        "OpenEnv: a new episode (task, seed); its observation",
+        body=ResetRequest,
+        errors=(*_BODY_ERRORS, 404, 503),
+        kind="trainer",
+        tag="openenv",
+    ),
+    Operation(
+        "post",
+        "/openenv/{world}/step",
+        "openenv_step",
+        "OpenEnv: one action of an episode (list_tools, call_tool, end); its observation, reward and done",
+        body=StepRequest,
+        errors=(*_BODY_ERRORS, 404, 409),
+        kind="trainer",
+        tag="openenv",
+    ),
+    Operation(
+        "get",
+        "/openenv/{world}/state",
+        "openenv_state",
+        "OpenEnv: an episode's id and step count",
+        query=(QueryParam("episode_id", "The episode (from /reset)"),),
+        errors=(400, 404),
+        kind="trainer",
+        tag="openenv",
+    ),
+    Operation(
+        "get",
+        "/openenv/{world}/schema",
+        "openenv_schema",
+        "OpenEnv: the JSON Schemas of actions, observations and state",
+        errors=(404,),
+        kind="trainer",
+        tag="openenv",
+    ),
+    Operation(
+        "get",
+        "/openenv/{world}/metadata",
+        "openenv_metadata",
+        "OpenEnv: the world's name, description and version",
+        errors=(404,),
+        kind="trainer",
+        tag="openenv",
+    ),
+    Operation(
+        "get",
+        "/openenv/{world}/health",
+        "openenv_health",
+        "OpenEnv: health",
+        errors=(404,),
+        kind="trainer",
+        tag="openenv",
+    ),
+    Operation(
+        "post",
+        "/openenv/{world}/mcp",
+        "openenv_mcp",
+        "OpenEnv: JSON-RPC (openenv/session/create and close, tools/list, tools/call)",
+        errors=(404, 413),
+        kind="trainer",
+        tag="openenv",
+    ),
+    Operation(
+        "get",
+        "/openenv/{world}/ws",
+        "openenv_ws",
+        "OpenEnv: WebSocket session (reset, step, state, mcp, close messages)",
+        errors=(426,),
+        kind="websocket",
+        tag="openenv",
+    ),
+    Operation(
+        "get",
+        "/openenv/{world}/mcp",
+        "openenv_mcp_ws",
+        "OpenEnv: JSON-RPC over a WebSocket, on a session of its own",
+        errors=(426,),
+        kind="websocket",
+        tag="openenv",
+    ),
 )
 """Every route of `SimiaApp` (a test checks the app's route table against this list)."""
 
-_REQUESTS: tuple[type[BaseModel], ...] = (CreateEpisode, ForkEpisode, EndEpisode)
+_REQUESTS: tuple[type[BaseModel], ...] = (
+    CreateEpisode,
+    ForkEpisode,
+    EndEpisode,
+    SeedSession,
+    Verify,
+    ResetRequest,
+    StepRequest,
+)
 _ANSWERS: tuple[type[BaseModel], ...] = (
     ErrorBody,
     Health,
@@ -296,6 +418,24 @@ def _api_operation(op: Operation) -> dict[str, Any]:
     return out
 
 
+def _trainer_operation(op: Operation) -> dict[str, Any]:
+    """A trainer protocol's route: its body is a wire model, its answer the protocol's own JSON (notes in its page of
+    the docs: docs/trainers/), or for a WebSocket the 101 of its handshake."""
+    out = _api_operation(op)
+    out["tags"] = [op.tag, "api"]  # the protocol, and the HTTP API it is part of
+    if op.body is not None and op.body.model_json_schema().get("required"):
+        out["requestBody"]["required"] = True  # its rows and actions have required fields: no empty body
+    if op.kind == "websocket":
+        out["description"] = "A WebSocket: the GET is its handshake; messages are JSON text frames."
+        out["responses"] = {"101": {"description": "Switching protocols: the WebSocket is open"}}
+    else:
+        out["responses"][str(op.status)] = {
+            "description": f"The {op.tag} protocol's answer",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    return out
+
+
 def _mcp_operation(op: Operation) -> dict[str, Any]:
     out: dict[str, Any] = {
         "operationId": op.operation_id,
@@ -370,10 +510,11 @@ def openapi_document(
     """
     paths: dict[str, dict[str, Any]] = {}
     for op in OPERATIONS:
-        spec = _mcp_operation(op) if op.kind == "mcp" else _api_operation(op)
+        render = {"mcp": _mcp_operation, "trainer": _trainer_operation, "websocket": _trainer_operation}
+        spec = render.get(op.kind, _api_operation)(op)
         statuses = sorted({*op.errors, *_GUARD, *((401,) if requires_token and not op.public else ())})
         for status in statuses:
-            if op.kind == "api" or str(status) not in spec["responses"]:
+            if op.kind in ("api", "trainer", "websocket") or str(status) not in spec["responses"]:
                 spec["responses"][str(status)] = _error_response(status)
         if requires_token:
             spec["security"] = [] if op.public else [{"bearerAuth": []}]
@@ -406,7 +547,8 @@ def served_routes(routes: list[Any], prefix: str = "") -> list[tuple[str, str]]:
     """Every (method, path) a Starlette route list serves, read from the table itself (HEAD aside).
 
     A `Mount` is walked into: through gates that wrap an app (`.app`) down to the first app with
-    routes. A route without methods is an MCP endpoint (`MCP_METHODS`).
+    routes. A WebSocket route is its handshake's GET; another route without methods is an MCP endpoint
+    (`MCP_METHODS`).
     """
     found: list[tuple[str, str]] = []
     for route in routes:
@@ -418,6 +560,9 @@ def served_routes(routes: list[Any], prefix: str = "") -> list[tuple[str, str]]:
             found += served_routes(list(getattr(app, "routes", [])), path)
             continue
         methods = getattr(route, "methods", None)
-        verbs = sorted(m.lower() for m in methods if m != "HEAD") if methods else list(MCP_METHODS)
+        if isinstance(route, WebSocketRoute):
+            verbs = ["get"]  # the handshake
+        else:
+            verbs = sorted(m.lower() for m in methods if m != "HEAD") if methods else list(MCP_METHODS)
         found += [(verb, path) for verb in verbs]
     return found

@@ -80,8 +80,10 @@ class ServerSettings:
         max_calls_per_episode, max_sim_tokens_per_episode: per-episode budgets (denial of wallet).
         idle_timeout: seconds without a call after which an active episode is marked abandoned.
         max_live_episodes: cap on active episodes; creating more answers 503.
-        max_sessions: cap on open handshake-era MCP sessions per endpoint kind.
+        max_sessions: cap on open handshake-era MCP sessions per endpoint kind, and on ORS sessions.
         public_url: the base URL put in `mcp_url` (default: the request's own base URL).
+        ors_port: where the Open Reward Standard listener serves the worlds (`simia serve --ors-port`; same host,
+            auth and store), or None for none.
         tune_gc: once serving, freeze the startup heap and collect less often (`simia serve` sets it;
             left off for apps embedded in other processes, such as tests).
 
@@ -103,6 +105,7 @@ class ServerSettings:
     max_live_episodes: int = 10_000
     max_sessions: int = 10_000
     public_url: str | None = None
+    ors_port: int | None = None
     tune_gc: bool = False
     _credentials: tuple[tuple[bytes, str], ...] = field(init=False, repr=False, compare=False)
 

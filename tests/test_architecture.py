@@ -107,6 +107,8 @@ def test_every_deliberate_error_is_a_simia_error() -> None:
     loose = []
     for folder in ("cli", "server", "clients", "training", "sim"):
         for path in sorted((ROOT / folder).rglob("*.py")):
+            if path.relative_to(ROOT).parts[:2] == ("training", "adapters"):
+                continue  # the trainers' adapters are packages of their own, installed without simia
             for node in ast.parse(path.read_text(encoding="utf-8")).body:
                 if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
                     bases = {ast.unparse(b) for b in node.bases}

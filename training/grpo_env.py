@@ -1,5 +1,6 @@
 """The GRPO environment: a TRL environment class built from a world's tools, one instance per rollout, each
-a simia episode forked from its group's snapshot, with the tools as methods that call it over MCP."""
+a simia episode forked from its group's snapshot, with the tools as methods that call it over MCP; and TRL's
+`environment_factory` keyed by world, whose environments own their reward (`get_reward`: the judge's verdict)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import keyword
 import re
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import mcp_types as types
@@ -15,7 +17,9 @@ from simia.clients.api import SimiaClient, SyncSimiaClient
 from simia.sim.wire import WorldInfo
 from simia.sim.world import ToolSpec
 
-__all__ = ["environment_class"]
+from .grpo_dataset import task_dataset
+
+__all__ = ["environment_class", "environment_factory", "environments_dataset"]
 
 _PY = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list, "object": dict}
 
@@ -64,8 +68,16 @@ def _tool_method(tool: ToolSpec) -> Any:
     return method
 
 
-def environment_class(server: str, world: WorldInfo, token: str | None = None) -> type:
-    """The environment class TRL's `environment_factory` instantiates: one instance per rollout."""
+def environment_class(server: str, world: WorldInfo, token: str | None = None, *, owns_reward: bool = False) -> type:
+    """The environment class TRL's `environment_factory` instantiates: one instance per rollout.
+
+    Args:
+        server: base URL of a running `simia serve`.
+        world: the world, as the server describes it.
+        token: bearer token for the server.
+        owns_reward: give the class `get_reward()` (TRL then scores each rollout with it, and needs no
+            `reward_funcs`).
+    """
     snapshots: dict[str, str] = {}  # group key -> the episode every rollout of that group forks
     lock = threading.Lock()
 
@@ -75,6 +87,8 @@ def environment_class(server: str, world: WorldInfo, token: str | None = None) -
         def __init__(self) -> None:
             self.episode_id: str | None = None
             self.mcp_url: str | None = None
+            self.reward: float | None = None
+            self._ended = False
 
         def reset(self, **row: Any) -> str | None:
             task = row.get("task")
@@ -85,6 +99,7 @@ def environment_class(server: str, world: WorldInfo, token: str | None = None) -
                     base = snapshots[key] = api.create(world.name, task=task).id
                 episode = api.fork(base, step=0)
             self.episode_id, self.mcp_url = episode.id, episode.mcp_url
+            self.reward, self._ended = None, False
             return None
 
         async def _call(self, name: str, arguments: dict[str, Any]) -> str:
@@ -100,8 +115,64 @@ def environment_class(server: str, world: WorldInfo, token: str | None = None) -
                 return None
             with SyncSimiaClient(server, token=token) as api:
                 verdict = api.end(self.episode_id, transcript=transcript, tokens=tokens).verdict
-            return verdict.training_reward() if verdict is not None else None
+            self.reward = verdict.training_reward() if verdict is not None else None
+            self._ended = True
+            return self.reward
 
+    def get_reward(self: Any) -> float | None:
+        """The rollout's reward, owned by the environment: ends the episode and returns its verdict's training
+        reward (None: masked). The judge reads the calls the server recorded and the final state (TRL does not
+        show an environment the policy's messages: `simia_env_reward` ends with them as the transcript). None
+        when a reward function ended this rollout already, so one reward is never counted twice."""
+        if self._ended:
+            return None
+        reward: float | None = self._end(None)
+        return reward
+
+    if owns_reward:
+        SimiaEnvironment.get_reward = get_reward  # type: ignore[attr-defined]
+    SimiaEnvironment.__name__ = SimiaEnvironment.__qualname__ = f"simia_{_identifier(world.name)}"
     for tool in world.tool_specs():
         setattr(SimiaEnvironment, _identifier(tool.name), _tool_method(tool))
     return SimiaEnvironment
+
+
+def _served(server: str, worlds: Sequence[str] | None, token: str | None) -> list[WorldInfo]:
+    """The worlds `server` serves, by name (default: all of them)."""
+    with SyncSimiaClient(server, token=token) as api:
+        served = {w.name: w for w in api.worlds()}
+    names = list(worlds) if worlds is not None else list(served)
+    unknown = [n for n in names if n not in served]
+    if unknown:
+        raise ValueError(f"{server} does not serve {', '.join(map(repr, unknown))}; it serves: {', '.join(served)}")
+    return [served[n] for n in names]
+
+
+def environment_factory(server: str, worlds: Sequence[str] | None = None, token: str | None = None) -> dict[str, type]:
+    """TRL's `environment_factory` for several worlds: world name -> its environment class, each owning its reward
+    (`get_reward`, so `GRPOTrainer` needs no `reward_funcs`). TRL routes each dataset row to the environment its
+    `environment` column names (`environments_dataset` writes it).
+
+    Args:
+        server: base URL of a running `simia serve`.
+        worlds: the worlds to train on (default: every world the server serves).
+        token: bearer token for the server.
+
+    Raises:
+        ValueError: the server does not serve one of `worlds`.
+    """
+    return {w.name: environment_class(server, w, token, owns_reward=True) for w in _served(server, worlds, token)}
+
+
+def environments_dataset(
+    server: str, worlds: Sequence[str] | None = None, token: str | None = None, *, tasks: str = "all", repeat: int = 8
+) -> Any:
+    """The prompts of several worlds' tasks (`task_dataset`'s rows, `repeat` times each), each with its
+    `environment` column: the dataset `environment_factory` routes."""
+    from datasets import concatenate_datasets  # optional extra (train)
+
+    parts = []
+    for world in _served(server, worlds, token):
+        rows = task_dataset(world, tasks, repeat)
+        parts.append(rows.add_column("environment", [world.name] * len(rows)))
+    return concatenate_datasets(parts)

@@ -180,6 +180,12 @@ class Task(_Strict):
         description="RFC 6902 patch applied to the world's state when an episode starts.",
     )
     tags: list[str] = Field(default_factory=list)
+    split: str = Field(
+        default="train",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        description="The dataset split the task belongs to (`train`, `validation`, `test` or a name of the world's "
+        "own); trainer protocols list tasks by split.",
+    )
 
 
 class World(_Strict):

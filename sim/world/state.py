@@ -140,7 +140,8 @@ def apply_patches(state: dict[str, Any], patches: Iterable[list[dict[str, Any]]]
         if patch:
             patcher.apply(patch)
             digest = hashlib.sha256((digest + canonical_json(patch)).encode()).hexdigest()
-    if patcher.root is old:
+    changed = patcher.root is not old
+    if not changed:
         return old
     if not isinstance(patcher.root, dict):
         raise StateError("state_patch replaced the state with a non-object")

@@ -108,6 +108,54 @@ NOT_RUN = {
     "-- python tests/fixtures/servers/retail.py": "tests/clients/test_fidelity_retail.py runs it",
 }
 
+TRAINER_VENV = (
+    "installs the trainer's own venv: tests/trainers/test_{} builds it (simia.testing.trainer_venvs) and runs the "
+    "page's steps in it"
+)
+IN_VENV = "tests/trainers/test_{} runs it in the trainer's venv, against a live simia serve"
+NOT_RUN |= {
+    "pip install openreward==0.1.167": TRAINER_VENV.format("ors.py"),
+    "simia serve --backend openai:gpt-5.4-mini --db runs.db --ors-port 8766": (
+        "a real provider; tests/trainers/test_ors.py serves with --ors-port and runs the ORS and TRL snippets"
+    ),
+    "pip install openenv==0.10.0": TRAINER_VENV.format("openenv.py"),
+    "python openenv_episode.py http://127.0.0.1:8765/openenv/mock restock_milk": IN_VENV.format("openenv.py"),
+    "python openenv_episode.py http://127.0.0.1:8765/openenv/mock count_apples": IN_VENV.format("openenv.py"),
+    "pip install verifiers==0.4.0 uv": TRAINER_VENV.format("nemo_gym.py"),
+    "vf-eval @ eval.toml": "a real model; " + IN_VENV.format("nemo_gym.py") + " with a scripted model",
+    "pip install verifiers==0.4.0 uv training/adapters/client training/adapters/verifiers": TRAINER_VENV.format(
+        "verifiers.py"
+    ),
+    "vf-eval simia-verifiers --env.taskset.world mock --env.taskset.task.server http://127.0.0.1:8765 "
+    "--env.agent.harness.id null --env.agent.runtime.type subprocess -m gpt-5.4-mini --client.base-url "
+    "https://api.openai.com/v1 --client.api-key-var OPENAI_API_KEY --no-push": (
+        "a real model; " + IN_VENV.format("verifiers.py") + " with a scripted model"
+    ),
+    "pip install torch==2.13.0": TRAINER_VENV.format("verl.py"),
+    "pip install verl==0.9.1": TRAINER_VENV.format("verl.py"),
+    "pip install training/adapters/client training/adapters/verl": TRAINER_VENV.format("verl.py"),
+    "python -m simia_verl.dataset --server http://127.0.0.1:8765 --world mock --out data/train.parquet": IN_VENV.format(
+        "verl.py"
+    ),
+    "python check_verl.py data/train.parquet Qwen/Qwen2.5-0.5B-Instruct": (
+        IN_VENV.format("verl.py") + ", with SmolLM2's tokenizer (the embedded GGUF): no hub here"
+    ),
+    "python -m verl.trainer.main_ppo algorithm.adv_estimator=grpo data.train_files=data/train.parquet "
+    "actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct actor_rollout_ref.rollout.mode=async "
+    "actor_rollout_ref.rollout.n=8 actor_rollout_ref.rollout.agent.agent_loop_config_path=data/simia_agent.yaml "
+    "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=8": (
+        "needs GPUs; tests/trainers/test_verl.py runs its agent loop up to the reward"
+    ),
+    "pip install skyrl-gym==0.4.0 training/adapters/client 'training/adapters/skyrl[parquet]'": TRAINER_VENV.format(
+        "skyrl.py"
+    ),
+    "python -m simia_skyrl.dataset --server http://127.0.0.1:8765 --world mock --out data/train.parquet": (
+        IN_VENV.format("skyrl.py")
+    ),
+    "python check_skyrl.py data/train.parquet": IN_VENV.format("skyrl.py"),
+    "pip install openpipe-art==0.5.23 training/adapters/client training/adapters/art": TRAINER_VENV.format("art.py"),
+}
+
 INLINE_COVERED: dict[str, tuple[str, ...]] = {
     SERVE_HELP: ("test_serve_help_lists_the_limits_the_docs_name",),
     STDIO: ("test_stdio_serves_one_episode_and_judge_rejudges_it",),
@@ -157,6 +205,11 @@ INLINE_NOT_RUN = {
         "a synopsis; tests/clients/test_fidelity.py runs the command"
     ),
     "python bench/fuzz_api.py --cases 10000": "the long run (minutes); " + QUICK,
+    "python bench/state_scale.py": FULL_SIZE,
+    "python -m simia_skyrl.dataset": NAMES_ONLY,
+    "python -m simia_verl.dataset": NAMES_ONLY,
+    "simia serve --ors-port PORT": NAMES_ONLY,
+    "simia serve --token": NAMES_ONLY,
     "python bench/fuzz_mcp.py --cases 10000": "the long run (minutes); " + QUICK,
     "python bench/chaos_provider.py --agents 200 --calls 10": QUICK,
     "python bench/replicas.py kill --rounds 20": "the long run; tests/server/test_balancer.py runs 5 rounds",

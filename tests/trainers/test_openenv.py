@@ -1,0 +1,257 @@
+"""OpenEnv at `/openenv/{world}` with openenv's own released clients (openenv 0.10.0, in its own venv) against a live
+`simia serve`: the page's `MCPToolClient` and `GenericEnvClient` snippets as written (one rewarded episode, one
+not, each reward the stored verdict's training reward), then retries, bad input, another principal and the
+WebSocket's auth, and what is stored for each."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shlex
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+from simia.sim.verdict import Verdict
+from simia.testing.processes import serve_process
+from simia.testing.trainer_venvs import trainer_venv
+
+pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "trainers" / "openenv.md"
+SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
+PACKAGES = ["openenv==0.10.0"]
+DOC_URL = "http://127.0.0.1:8765"
+ALICE, BOB = "alice-secret", "bob-secret"
+JUDGE = [  # a judge that passes every rubric: the task's rule checks decide the reward
+    {
+        "match": "# Rubric",
+        "data": {
+            "criteria": [{"criterion": "the rubric", "passed": True, "evidence": "the recorded calls"}],
+            "reasoning": "The rule checks decide.",
+            "reward": 1,
+        },
+    }
+]
+
+
+def page_python(first_line: str) -> str:
+    """The page's ```python block that starts with `first_line`."""
+    blocks = re.findall(r"^```python\n(.*?)^```", PAGE.read_text(encoding="utf-8"), flags=re.M | re.S)
+    return next(b for b in blocks if b.startswith(first_line))
+
+
+def page_commands(start: str) -> list[list[str]]:
+    """The words of each of the page's bash commands that start with `start`."""
+    found = []
+    for body in re.findall(r"^```bash\n(.*?)^```", PAGE.read_text(encoding="utf-8"), flags=re.M | re.S):
+        found += [shlex.split(line, comments=True) for line in body.splitlines() if line.startswith(start)]
+    assert found, f"{PAGE.name} shows no command starting {start!r} any more"
+    return found
+
+
+@dataclass
+class Served:
+    url: str
+
+    def http(self, token: str = ALICE) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+
+    async def episode(self, episode_id: str) -> dict[str, Any]:
+        async with self.http() as http:
+            answer = await http.get(f"/v1/episodes/{episode_id}")
+        assert answer.status_code == 200, answer.text
+        detail: dict[str, Any] = answer.json()
+        return detail
+
+    async def stored_reward(self, episode_id: str) -> float | None:
+        """The stored verdict's training reward: what the trainer must have received."""
+        return Verdict.model_validate((await self.episode(episode_id))["verdict"]).training_reward()
+
+    async def episodes(self) -> list[dict[str, Any]]:
+        async with self.http() as http:
+            listed: list[dict[str, Any]] = (await http.get("/v1/episodes")).json()["episodes"]
+        return listed
+
+
+@contextlib.asynccontextmanager
+async def simia(tmp_path: Path) -> AsyncIterator[Served]:
+    """`simia serve` on the mock world with a scripted simulator and judge, and two principals' tokens."""
+    judge = tmp_path / "judge.json"
+    judge.write_text(json.dumps(JUDGE), encoding="utf-8")
+    args = [
+        *("--worlds-dir", str(ROOT / "tool_specs"), "--world", "mock", "--db", str(tmp_path / "simia.db")),
+        *("--backend", f"scripted:{SCRIPT}", "--judge-backend", f"scripted:{judge}", "--log-level", "warning"),
+        *("--token-for", f"alice={ALICE}", "--token-for", f"bob={BOB}"),
+    ]
+    async with serve_process(*args) as server:
+        yield Served(server.url)
+
+
+async def run(words: list[str], cwd: Path, token: str | None = ALICE, timeout: float = 300) -> list[dict[str, Any]]:
+    """Run a command in openenv's venv (`python` is the venv's); the JSON objects it printed, one a line."""
+    python = await asyncio.to_thread(trainer_venv, "openenv", PACKAGES)
+    command = [str(python) if w == "python" else w for w in words]
+    env = {k: v for k, v in os.environ.items() if k != "SIMIA_TOKEN"} | ({"SIMIA_TOKEN": token} if token else {})
+    proc = await asyncio.create_subprocess_exec(
+        *command, cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        out, err = await proc.communicate()
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{out.decode()[-3000:]}\n{err.decode()[-5000:]}"
+    return [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+
+
+async def test_the_pages_mcp_tool_client_snippet_gets_a_rewarded_and_an_unrewarded_episode_with_the_stored_rewards(
+    tmp_path: Path,
+) -> None:
+    """OpenEnv page, "A rollout with `MCPToolClient`", as written: reset, list_tools and call_tool over the session's
+    JSON-RPC, a `CallToolAction` and the end action over its WebSocket; the reward each run prints is its stored
+    verdict's training reward, and each episode holds the two calls it made."""
+    (tmp_path / "openenv_episode.py").write_text(page_python("# openenv_episode.py"), encoding="utf-8")
+    commands = page_commands("python openenv_episode.py")
+    assert [c[-1] for c in commands] == ["restock_milk", "count_apples"]
+    async with simia(tmp_path) as served:
+        printed = [(await run([w.replace(DOC_URL, served.url) for w in c], tmp_path))[-1] for c in commands]
+        assert [(p["reward"], p["done"]) for p in printed] == [(1.0, True), (0.0, True)]
+        for run_ in printed:
+            assert run_["reward"] == await served.stored_reward(run_["episode_id"])
+            detail = await served.episode(run_["episode_id"])
+            assert [(e["tool"], e["arguments"]) for e in detail["events"]] == [
+                ("list_items", {}),
+                ("set_quantity", {"name": "milk", "qty": 4}),
+            ]
+            assert detail["status"] == "ended" and detail["seed"] == 7
+
+
+async def test_the_pages_generic_env_client_snippet_runs_one_episode_over_the_websocket(tmp_path: Path) -> None:
+    """OpenEnv page, "Dicts over the WebSocket", as written: the end action's transcript is stored, the reward is
+    the stored verdict's."""
+    (tmp_path / "openenv_ws.py").write_text(page_python("# openenv_ws.py"), encoding="utf-8")
+    async with simia(tmp_path) as served:
+        [printed] = await run(["python", "openenv_ws.py", f"{served.url}/openenv/mock", "restock_milk"], tmp_path)
+        detail = await served.episode(printed["episode_id"])
+    assert (printed["reward"], printed["done"]) == (1.0, True)
+    assert printed["reward"] == Verdict.model_validate(detail["verdict"]).training_reward()
+    assert detail["transcript"] == [{"role": "assistant", "content": "Milk set to 4."}]
+    assert [e["tool"] for e in detail["events"]] == ["set_quantity"]
+
+
+WEBSOCKET_CHECKS = r"""
+import json, sys
+from openenv.core.generic_client import GenericEnvClient
+
+url, token = sys.argv[1], sys.argv[2]
+auth = {"Authorization": f"Bearer {token}"}
+with GenericEnvClient(base_url=url, headers=auth).sync() as env:
+    reset = env.reset(task="restock_milk", seed=3, not_a_reset_argument=1)
+    call = {"type": "call_tool", "tool_name": "set_quantity", "arguments": {"name": "milk", "qty": 4}}
+    first = env.step({**call, "metadata": {"request_id": "r1"}})
+    again = env.step({**call, "metadata": {"request_id": "r1"}})
+    unknown = env.step({"type": "call_tool", "tool_name": "fly", "arguments": {}})
+    bad = env.step({"type": "call_tool", "tool_name": "set_quantity", "arguments": {"name": "milk", "qty": "four"}})
+    try:
+        env.step({"type": "jump"})
+    except RuntimeError as exc:
+        malformed = str(exc)
+    state = env.state()
+    end = env.step({"type": "end"})
+    end_again = env.step({"type": "end"})
+    try:
+        env.step(call)
+    except RuntimeError as exc:
+        after_end = str(exc)
+    print(json.dumps({
+        "episode_id": reset.observation["episode_id"],
+        "seqs": [first.observation["result"]["meta"]["simia/seq"], again.observation["result"]["meta"]["simia/seq"]],
+        "unknown": unknown.observation["error"], "bad": bad.observation["error"]["error_type"],
+        "malformed": malformed, "state": state, "rewards": [end.reward, end_again.reward],
+        "verdicts_equal": end.observation["verdict"] == end_again.observation["verdict"], "after_end": after_end,
+    }))
+try:
+    GenericEnvClient(base_url=url).sync().reset()
+except Exception as exc:
+    print(json.dumps({"no_token": type(exc).__name__}))
+"""
+
+
+async def test_over_the_websocket_a_resent_call_runs_once_and_bad_actions_are_protocol_errors(tmp_path: Path) -> None:
+    """`GenericEnvClient`: a call resent with its `request_id` answers the committed event (one event); an unknown
+    tool is `tool_not_found` and bad arguments `invalid_args` (both recorded, as the agent's mistakes); a malformed
+    action is a `VALIDATION_ERROR`; ending twice answers one verdict (the episode's `ended_at` unchanged); a call
+    after the end is refused and stores nothing; without a token the handshake is refused."""
+    (tmp_path / "checks.py").write_text(WEBSOCKET_CHECKS, encoding="utf-8")
+    async with simia(tmp_path) as served:
+        [checks, no_token] = await run(["python", "checks.py", f"{served.url}/openenv/mock", ALICE], tmp_path)
+        detail = await served.episode(checks["episode_id"])
+        ended_at = detail["ended_at"]
+    assert checks["seqs"] == [1, 1]
+    assert checks["unknown"]["error_type"] == "tool_not_found" and "fly" in checks["unknown"]["message"]
+    assert checks["bad"] == "invalid_args"
+    assert "VALIDATION_ERROR" in checks["malformed"] and "list_tools, call_tool" in checks["malformed"]
+    assert checks["state"] == {"episode_id": checks["episode_id"], "step_count": 3}
+    assert checks["rewards"] == [1.0, 1.0] and checks["verdicts_equal"]
+    assert "ended" in checks["after_end"] and "EXECUTION_ERROR" in checks["after_end"]
+    assert [(e["tool"], e["error_code"]) for e in detail["events"]] == [
+        ("set_quantity", None),
+        ("fly", "unknown_tool"),
+        ("set_quantity", "invalid_arguments"),
+    ]
+    assert detail["seed"] == 3 and ended_at is not None
+    assert Verdict.model_validate(detail["verdict"]).training_reward() == 1.0
+    assert no_token == {"no_token": "ConnectionError"}
+
+
+async def test_http_routes_answer_bad_input_and_other_principals_with_errors_and_store_nothing(tmp_path: Path) -> None:
+    """Over plain HTTP (stateless: steps name their episode): an unknown task or world opens nothing; a malformed
+    step is a 400; another principal's episode and session are unknown to bob; JSON-RPC errors are JSON-RPC's."""
+    async with simia(tmp_path) as served:
+        async with served.http() as alice, served.http(BOB) as bob:
+            unknown_task = await alice.post("/openenv/mock/reset", json={"task": "nope"})
+            unknown_world = await alice.post("/openenv/nowhere/reset", json={})
+            bad_seed = await alice.post("/openenv/mock/reset", json={"seed": "7"})
+            assert await served.episodes() == []
+            reset = (await alice.post("/openenv/mock/reset", json={"task": "restock_milk"})).json()
+            episode_id = reset["observation"]["episode_id"]
+            no_action = await alice.post("/openenv/mock/step", json={"episode_id": episode_id})
+            step = {"type": "call_tool", "tool_name": "get_item", "arguments": {"name": "milk"}}
+            no_episode = await alice.post("/openenv/mock/step", json={"action": step})
+            bobs = await bob.post("/openenv/mock/step", json={"episode_id": episode_id, "action": step})
+            bobs_state = await bob.get("/openenv/mock/state", params={"episode_id": episode_id})
+            session = (await alice.post("/openenv/mock/mcp", json=rpc("openenv/session/create"))).json()["result"]
+            bobs_call = await bob.post(
+                "/openenv/mock/mcp", json=rpc("tools/call", name="list_items", session_id=session["session_id"])
+            )
+            parse_error = await alice.post("/openenv/mock/mcp", content=b"{not json")
+            no_method = await alice.post("/openenv/mock/mcp", json=rpc("tools/fly"))
+            tools = await alice.post("/openenv/mock/mcp", json=rpc("tools/list"))
+            schema, metadata = await alice.get("/openenv/mock/schema"), await alice.get("/openenv/mock/metadata")
+            state = await alice.get("/openenv/mock/state", params={"episode_id": episode_id})
+        detail = await served.episode(episode_id)
+    assert (unknown_task.status_code, unknown_world.status_code, bad_seed.status_code) == (404, 404, 400)
+    assert "restock_milk" in unknown_task.json()["error"]["message"]
+    assert reset["observation"]["instruction"] == "Set the milk to 4 litres." and reset["done"] is False
+    assert (no_action.status_code, no_episode.status_code) == (400, 400)
+    assert "reset first" in no_episode.json()["error"]["message"]
+    assert (bobs.status_code, bobs_state.status_code) == (404, 404)
+    assert bobs_call.json()["error"]["code"] == -32602 and "Unknown session_id" in bobs_call.json()["error"]["message"]
+    assert parse_error.json()["error"]["code"] == -32700 and no_method.json()["error"]["code"] == -32601
+    assert [t["name"] for t in tools.json()["result"]["tools"]] == ["list_items", "get_item", "set_quantity"]
+    assert schema.status_code == 200 and "call_tool" in json.dumps(schema.json()["action"])
+    assert metadata.json()["name"] == "mock"
+    assert state.json() == {"episode_id": episode_id, "step_count": 0}
+    assert detail["events"] == [] and detail["status"] == "active"
+
+
+def rpc(method: str, **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
