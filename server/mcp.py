@@ -291,11 +291,7 @@ class WorldGate:
             body = {"error": {"code": "not_found", "message": "no such MCP session; initialize a new one"}}
             await JSONResponse(body, status_code=404)(scope, receive, send)
             return
-        if session:
-            await self.app(scope, receive, send)
-        else:
-            await self.app(scope, receive, self._recording(send, principal))
-        if scope["method"] == "DELETE" and session:
+        if scope["method"] == "DELETE" and session:  # ended before the answer: a client that reads it next sees it
             self.endpoints.owners.pop(session, None)
             episode_id = self.endpoints.sessions.pop(session, None)
             if episode_id is not None:
@@ -303,6 +299,10 @@ class WorldGate:
                     await self.endpoints.service.end(episode_id, principal)
                 except (ApiError, StoreUnavailable):
                     log.warning("could not end episode %s of closed session", episode_id)
+        if session:
+            await self.app(scope, receive, send)
+        else:
+            await self.app(scope, receive, self._recording(send, principal))
 
     def _recording(self, send: Send, principal: str) -> Send:
         """`send`, noting the owner of a session the SDK opens in its answer (an `initialize`)."""
