@@ -223,6 +223,7 @@ INLINE_NOT_RUN = {
     "python bench/local_latency.py": "the embedded model; " + QUICK + " (local_model)",
     "python bench/backend_http_cost.py": QUICK,
     "python bench/server_load.py scale": FULL_SIZE,
+    "python bench/server_load.py scale --world retail-1x": FULL_SIZE,
     "python bench/server_load.py realistic": FULL_SIZE,
     "python bench/server_load.py overhead": FULL_SIZE,
     "python bench/store_engines.py": FULL_SIZE,
