@@ -8,58 +8,30 @@ import asyncio
 import contextlib
 import json
 import os
+import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
 import pytest
 from simia.clients.prompt import agent_system_prompt
 from simia.sim.verdict import Verdict
-from simia.testing import FakeProvider, mock_world_answer
-from simia.testing.processes import serve_process
 from simia.testing.trainer_venvs import trainer_venv
+
+sys.path.insert(0, str(Path(__file__).parent))
+from live import Served, json_lines, rules_decide, run_command, serve_faked  # type: ignore[import-not-found]
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "training" / "adapters" / "client"
 PACKAGES = ["-e", str(CLIENT)]  # editable: the venv is keyed by its pins, so it must see the code as it is now
-PASS = {
-    "criteria": [{"criterion": "the rubric", "passed": True, "evidence": "the recorded calls"}],
-    "reasoning": "The rule checks decide.",
-    "reward": 1,
-}
-
-
-def fake_answer(body: dict[str, Any]) -> dict[str, Any]:
-    """A flawless simulator of the mock world, and a judge that passes every rubric: the rules decide."""
-    name = (body.get("response_format") or {}).get("json_schema", {}).get("name")
-    return PASS if name == "verdict" else mock_world_answer(body)
-
-
-@dataclass
-class Served:
-    url: str
-
-    async def episode(self, episode_id: str) -> dict[str, Any]:
-        async with httpx.AsyncClient(base_url=self.url) as http:
-            answer = await http.get(f"/v1/episodes/{episode_id}")
-        assert answer.status_code == 200, answer.text
-        detail: dict[str, Any] = answer.json()
-        return detail
-
-    async def stored_reward(self, episode_id: str) -> float | None:
-        return Verdict.model_validate((await self.episode(episode_id))["verdict"]).training_reward()
 
 
 @contextlib.asynccontextmanager
 async def simia(tmp_path: Path) -> AsyncIterator[Served]:
-    async with FakeProvider(fake_answer).running() as fake:
-        args = ["--world", "mock", "--db", str(tmp_path / "simia.db"), "--log-level", "warning"]
-        async with serve_process(*args, "--backend", "openai-compatible:fake", "--base-url", fake.base_url) as server:
-            yield Served(server.url)
+    async with serve_faked(tmp_path, rules_decide) as url:
+        yield Served(url)
 
 
 async def run_script(code: str, tmp_path: Path, *args: str, timeout: float = 120) -> list[Any]:
@@ -67,17 +39,8 @@ async def run_script(code: str, tmp_path: Path, *args: str, timeout: float = 120
     python = await asyncio.to_thread(trainer_venv, "simia-env-client", PACKAGES)
     script = tmp_path / "script.py"
     script.write_text(code, encoding="utf-8")
-    proc = await asyncio.create_subprocess_exec(
-        str(python), str(script), *args, cwd=tmp_path, env=dict(os.environ),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        out, err = await proc.communicate()
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{out.decode()[-3000:]}\n{err.decode()[-5000:]}"
-    return [json.loads(line) for line in out.decode().splitlines() if line[:1] in "[{"]
+    out, _ = await run_command([str(python), str(script), *args], tmp_path, os.environ, timeout)
+    return json_lines(out, "[{")
 
 
 PLAY = """

@@ -6,21 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
-import re
-import shlex
+import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
 import pytest
-from simia.sim.verdict import Verdict
-from simia.testing import FakeProvider, mock_world_answer
-from simia.testing.processes import serve_process
+from simia.testing import mock_world_answer
 from simia.testing.trainer_venvs import trainer_venv
+
+sys.path.insert(0, str(Path(__file__).parent))
+from live import PASS, Served, json_lines, page_block, run_command, serve_faked  # type: ignore[import-not-found]
+from live import page_command as live_page_command  # type: ignore[import-not-found]
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -31,11 +29,6 @@ ADAPTERS = ROOT / "training" / "adapters"
 PACKAGES = ["skyrl-gym==0.4.0", "-e", str(ADAPTERS / "client"), "-e", f"{ADAPTERS / 'skyrl'}[parquet]"]
 DOC_URL = "http://127.0.0.1:8765"
 """The server URL the page uses; each test's own server replaces it."""
-PASS = {
-    "criteria": [{"criterion": "the rubric", "passed": True, "evidence": "the recorded calls"}],
-    "reasoning": "The rule checks decide.",
-    "reward": 1,
-}
 
 
 def fake_answer(body: dict[str, Any]) -> dict[str, Any]:
@@ -45,58 +38,25 @@ def fake_answer(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def page_python(first_line: str) -> str:
-    """The page's ```python block that starts with `first_line`."""
-    blocks = re.findall(r"^```python\n(.*?)^```", PAGE.read_text(encoding="utf-8"), flags=re.M | re.S)
-    return next(b for b in blocks if b.startswith(first_line))
+    return page_block(PAGE, "python", first_line)
 
 
 def page_command(start: str) -> list[str]:
-    """The words of the page's bash command that starts with `start` (continuations joined)."""
-    for body in re.findall(r"^```bash\n(.*?)^```", PAGE.read_text(encoding="utf-8"), flags=re.M | re.S):
-        for line in body.replace("\\\n", " ").splitlines():
-            if line.startswith(start):
-                return shlex.split(line, comments=True)
-    raise AssertionError(f"{PAGE.name} shows no command starting {start!r} any more")
-
-
-@dataclass
-class Served:
-    url: str
-
-    async def episode(self, episode_id: str) -> dict[str, Any]:
-        async with httpx.AsyncClient(base_url=self.url) as http:
-            answer = await http.get(f"/v1/episodes/{episode_id}")
-        assert answer.status_code == 200, answer.text
-        detail: dict[str, Any] = answer.json()
-        return detail
-
-    async def stored_reward(self, episode_id: str) -> float | None:
-        """The stored verdict's training reward (what the trainer must receive)."""
-        return Verdict.model_validate((await self.episode(episode_id))["verdict"]).training_reward()
+    return live_page_command(PAGE, start)
 
 
 @contextlib.asynccontextmanager
 async def simia(tmp_path: Path) -> AsyncIterator[Served]:
-    async with FakeProvider(fake_answer).running() as fake:
-        args = ["--world", "mock", "--db", str(tmp_path / "simia.db"), "--log-level", "warning"]
-        async with serve_process(*args, "--backend", "openai-compatible:fake", "--base-url", fake.base_url) as server:
-            yield Served(server.url)
+    async with serve_faked(tmp_path, fake_answer) as url:
+        yield Served(url)
 
 
 async def run(words: list[str], tmp_path: Path, timeout: float = 180) -> list[dict[str, Any]]:
     """Run a command in SkyRL's venv (`python` is the venv's); the JSON objects it printed, one a line."""
     python = await asyncio.to_thread(trainer_venv, "skyrl", PACKAGES)
     command = [str(python) if w == "python" else w for w in words]
-    proc = await asyncio.create_subprocess_exec(
-        *command, cwd=tmp_path, env=dict(os.environ), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        out, err = await proc.communicate()
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{out.decode()[-3000:]}\n{err.decode()[-5000:]}"
-    return [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    out, _ = await run_command(command, tmp_path, dict(os.environ), timeout)
+    return json_lines(out)
 
 
 async def test_the_pages_dataset_and_check_play_a_rewarded_and_an_unrewarded_episode_with_the_stored_rewards(

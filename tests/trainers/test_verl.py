@@ -7,22 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
-import re
-import shlex
+import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
 import pytest
 from simia.sim.backends.local import embedded_model_path
-from simia.sim.verdict import Verdict
-from simia.testing import FakeProvider, mock_world_answer
-from simia.testing.processes import serve_process
+from simia.testing import mock_world_answer
 from simia.testing.trainer_venvs import trainer_venv
+
+sys.path.insert(0, str(Path(__file__).parent))
+from live import PASS, Served, json_lines, page_block, run_command, serve_faked  # type: ignore[import-not-found]
+from live import page_command as live_page_command  # type: ignore[import-not-found]
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -39,11 +37,6 @@ PACKAGES = [
 ]
 DOC_URL = "http://127.0.0.1:8765"
 """The server URL the page uses; each test's own server replaces it."""
-PASS = {
-    "criteria": [{"criterion": "the rubric", "passed": True, "evidence": "the recorded calls"}],
-    "reasoning": "The rule checks decide.",
-    "reward": 1,
-}
 
 
 def fake_answer(body: dict[str, Any]) -> dict[str, Any]:
@@ -59,42 +52,17 @@ def fake_answer(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def page_python(first_line: str) -> str:
-    """The page's ```python block that starts with `first_line`."""
-    blocks = re.findall(r"^```python\n(.*?)^```", PAGE.read_text(encoding="utf-8"), flags=re.M | re.S)
-    return next(b for b in blocks if b.startswith(first_line))
+    return page_block(PAGE, "python", first_line)
 
 
 def page_command(start: str) -> list[str]:
-    """The words of the page's bash command that starts with `start` (continuations joined)."""
-    for body in re.findall(r"^```bash\n(.*?)^```", PAGE.read_text(encoding="utf-8"), flags=re.M | re.S):
-        for line in body.replace("\\\n", " ").splitlines():
-            if line.startswith(start):
-                return shlex.split(line, comments=True)
-    raise AssertionError(f"{PAGE.name} shows no command starting {start!r} any more")
-
-
-@dataclass
-class Served:
-    url: str
-
-    async def episode(self, episode_id: str) -> dict[str, Any]:
-        async with httpx.AsyncClient(base_url=self.url) as http:
-            answer = await http.get(f"/v1/episodes/{episode_id}")
-        assert answer.status_code == 200, answer.text
-        detail: dict[str, Any] = answer.json()
-        return detail
-
-    async def stored_reward(self, episode_id: str) -> float | None:
-        """The stored verdict's training reward (what the trainer must receive)."""
-        return Verdict.model_validate((await self.episode(episode_id))["verdict"]).training_reward()
+    return live_page_command(PAGE, start)
 
 
 @contextlib.asynccontextmanager
 async def simia(tmp_path: Path) -> AsyncIterator[Served]:
-    async with FakeProvider(fake_answer).running() as fake:
-        args = ["--world", "mock", "--db", str(tmp_path / "simia.db"), "--log-level", "warning"]
-        async with serve_process(*args, "--backend", "openai-compatible:fake", "--base-url", fake.base_url) as server:
-            yield Served(server.url)
+    async with serve_faked(tmp_path, fake_answer) as url:
+        yield Served(url)
 
 
 async def run(words: list[str], tmp_path: Path, timeout: float = 300) -> list[dict[str, Any]]:
@@ -102,16 +70,8 @@ async def run(words: list[str], tmp_path: Path, timeout: float = 300) -> list[di
     python = await asyncio.to_thread(trainer_venv, "verl", PACKAGES)
     command = [str(python) if w == "python" else w for w in words]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP_LOGS": "0"}
-    proc = await asyncio.create_subprocess_exec(
-        *command, cwd=tmp_path, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        out, err = await proc.communicate()
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{out.decode()[-3000:]}\n{err.decode()[-5000:]}"
-    return [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    out, _ = await run_command(command, tmp_path, env, timeout)
+    return json_lines(out)
 
 
 def tokenizer_words(words: list[str]) -> list[str]:
