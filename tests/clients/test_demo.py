@@ -10,7 +10,8 @@ import pytest
 from simia.cli.demo import run_demo
 from simia.sim import load_world
 
-pytestmark = [pytest.mark.local_model, pytest.mark.slow]
+# About 2 minutes alone; beside three other workers building the trainers' venvs on the same 2 cores, over 5.
+pytestmark = [pytest.mark.local_model, pytest.mark.slow, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -73,8 +73,13 @@ async def test_the_claude_desktop_config_runs_simia_over_stdio(tmp_path: Path) -
     assert [t.name for t in tools.tools] == ["list_items", "get_item", "set_quantity"]
     assert (changed.is_error, changed.structured_content) == (False, {"name": "milk", "qty": 4})
     with sqlite3.connect(tmp_path / "simia.db") as db:
-        rows = db.execute("SELECT world, seq, json_extract(state, '$.items.milk.qty') FROM episodes").fetchall()
-    assert rows == [("mock", 1, 4)]  # the call was committed to the config's --db
+        rows = db.execute(
+            "SELECT e.world, e.seq, json_extract(v.state_patch, '$[0].value') FROM episodes e "
+            "JOIN events v ON v.episode_id = e.id"
+        ).fetchall()
+    assert rows == [
+        ("mock", 1, 4)
+    ]  # the call (its patch: states are the events' patches) committed to the config's --db
 
 
 @pytest.mark.slow
