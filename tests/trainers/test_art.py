@@ -9,19 +9,18 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
 import pytest
-from simia.sim.verdict import Verdict
 from simia.testing import FakeProvider, FakeReply, mock_world_answer
-from simia.testing.processes import serve_process
 from simia.testing.trainer_venvs import python_for, trainer_venv
+
+sys.path.insert(0, str(Path(__file__).parent))
+from live import PASS, Served, json_lines, page_blocks, run_command, serve_faked  # type: ignore[import-not-found]
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -32,11 +31,6 @@ ADAPTERS = ROOT / "training" / "adapters"
 LOCAL = ["-e", str(ADAPTERS / "client"), "-e", str(ADAPTERS / "art")]
 DOC_SIMIA, DOC_MODEL = "http://127.0.0.1:8765", "http://127.0.0.1:8000/v1"
 """The URLs the page uses; each test's own servers replace them."""
-PASS = {
-    "criteria": [{"criterion": "the rubric", "passed": True, "evidence": "the recorded calls"}],
-    "reasoning": "The rule checks decide.",
-    "reward": 1,
-}
 
 
 def art_venv() -> Path:
@@ -87,29 +81,17 @@ def completion(content: str | None, calls: tuple[tuple[str, str], ...] = ()) -> 
 
 
 @dataclass
-class Served:
-    url: str
-    model: FakeProvider
+class WithPolicy(Served):
+    """A live `simia serve`, and the fake server that plays the policy."""
 
-    async def episode(self, episode_id: str) -> dict[str, Any]:
-        async with httpx.AsyncClient(base_url=self.url) as http:
-            answer = await http.get(f"/v1/episodes/{episode_id}")
-        assert answer.status_code == 200, answer.text
-        detail: dict[str, Any] = answer.json()
-        return detail
-
-    async def stored_reward(self, episode_id: str) -> float | None:
-        """The stored verdict's training reward (what the trainer must receive)."""
-        return Verdict.model_validate((await self.episode(episode_id))["verdict"]).training_reward()
+    model: FakeProvider = field(kw_only=True)
 
 
 @contextlib.asynccontextmanager
-async def simia(tmp_path: Path) -> AsyncIterator[Served]:
+async def simia(tmp_path: Path) -> AsyncIterator[WithPolicy]:
     """`simia serve` on the mock world (the fake provider as its simulator and judge), and the policy's server."""
-    async with FakeProvider(fake_answer).running() as fake, FakeProvider(policy).running() as model:
-        args = ["--world", "mock", "--db", str(tmp_path / "simia.db"), "--log-level", "warning"]
-        async with serve_process(*args, "--backend", "openai-compatible:fake", "--base-url", fake.base_url) as server:
-            yield Served(server.url, model)
+    async with serve_faked(tmp_path, fake_answer) as url, FakeProvider(policy).running() as model:
+        yield WithPolicy(url, model=model)
 
 
 async def run_python(code: str, tmp_path: Path, *args: str, timeout: float = 240) -> list[dict[str, Any]]:
@@ -118,17 +100,8 @@ async def run_python(code: str, tmp_path: Path, *args: str, timeout: float = 240
     script = tmp_path / "rollouts.py"
     script.write_text(code, encoding="utf-8")
     env = {**os.environ, "WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
-    proc = await asyncio.create_subprocess_exec(
-        str(python), str(script), *args, cwd=tmp_path, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        out, err = await proc.communicate()
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{out.decode()[-3000:]}\n{err.decode()[-5000:]}"
-    return [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    out, _ = await run_command([str(python), str(script), *args], tmp_path, env, timeout)
+    return json_lines(out)
 
 
 async def test_the_pages_rollouts_play_a_rewarded_and_an_unrewarded_group_with_the_stored_rewards(
@@ -137,7 +110,7 @@ async def test_the_pages_rollouts_play_a_rewarded_and_an_unrewarded_group_with_t
     """ART page, "Rollouts", as written (its URLs replaced): two groups of two rollouts by a non-trainable
     `art.Model`; each trajectory's reward is its stored verdict's training reward (1.0 where the rules hold,
     0.0 where they do not), and each group's second episode is a fork of its first."""
-    [snippet] = re.findall(r"^```python\n(.*?)^```", PAGE.read_text(encoding="utf-8"), flags=re.M | re.S)
+    [snippet] = page_blocks(PAGE)
     async with simia(tmp_path) as served:
         code = snippet.replace(DOC_SIMIA, served.url).replace(DOC_MODEL, served.model.base_url)
         printed = await run_python(code, tmp_path)

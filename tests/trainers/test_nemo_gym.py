@@ -9,94 +9,52 @@ import asyncio
 import contextlib
 import json
 import os
-import re
-import shlex
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from simia.sim.verdict import Verdict
-from simia.testing.processes import serve_process
 from simia.testing.trainer_venvs import trainer_venv
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from chat_model import ChatModel  # type: ignore[import-not-found]
+from live import PASS, Served, run_command, serve_scripted  # type: ignore[import-not-found]
+from live import page_block as live_page_block  # type: ignore[import-not-found]
+from live import page_command as live_page_command  # type: ignore[import-not-found]
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "trainers" / "nemo-gym.md"
-SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
 ADAPTERS = ROOT / "training" / "adapters"
 # verifiers' venv, shared with test_verifiers.py (the same pins, so one build); `uv` runs verifiers' harnesses.
 PACKAGES = ["verifiers==0.4.0", "uv", "-e", str(ADAPTERS / "client"), "-e", str(ADAPTERS / "verifiers")]
 DOC_URL = "http://127.0.0.1:8765"
 ALICE, BOB = "alice-secret", "bob-secret"
 MODEL_KEY = "FAKE_MODEL_KEY"
-JUDGE = [  # a judge that passes every rubric: the task's rule checks decide the reward
-    {
-        "match": "# Rubric",
-        "data": {
-            "criteria": [{"criterion": "the rubric", "passed": True, "evidence": "the recorded calls"}],
-            "reasoning": "The rule checks decide.",
-            "reward": 1,
-        },
-    }
-]
+JUDGE = [{"match": "# Rubric", "data": PASS}]
+"""A judge that passes every rubric: the task's rule checks decide the reward."""
 
 
 def page_block(lang: str, first_line: str = "") -> str:
-    """The page's ```lang block that starts with `first_line`."""
-    blocks = re.findall(rf"^```{lang}\n(.*?)^```", PAGE.read_text(encoding="utf-8"), flags=re.M | re.S)
-    return next(b for b in blocks if b.startswith(first_line))
+    return live_page_block(PAGE, lang, first_line)
 
 
 def page_command(start: str) -> list[str]:
-    for line in page_block("bash", start).splitlines():
-        if line.startswith(start):
-            return shlex.split(line, comments=True)
-    raise AssertionError(f"{PAGE.name} shows no command starting {start!r} any more")
-
-
-@dataclass
-class Served:
-    url: str
-
-    def http(self, token: str = ALICE) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
-
-    async def episode(self, episode_id: str) -> dict[str, Any]:
-        async with self.http() as http:
-            answer = await http.get(f"/v1/episodes/{episode_id}")
-        assert answer.status_code == 200, answer.text
-        detail: dict[str, Any] = answer.json()
-        return detail
-
-    async def episodes(self) -> list[dict[str, Any]]:
-        async with self.http() as http:
-            listed: list[dict[str, Any]] = (await http.get("/v1/episodes")).json()["episodes"]
-        return listed
+    return live_page_command(PAGE, start)
 
 
 @contextlib.asynccontextmanager
 async def simia(tmp_path: Path) -> AsyncIterator[Served]:
     """`simia serve` on the mock world with a scripted simulator and judge, and two principals' tokens."""
-    judge = tmp_path / "judge.json"
-    judge.write_text(json.dumps(JUDGE), encoding="utf-8")
-    args = [
-        *("--worlds-dir", str(ROOT / "tool_specs"), "--world", "mock", "--db", str(tmp_path / "simia.db")),
-        *("--backend", f"scripted:{SCRIPT}", "--judge-backend", f"scripted:{judge}", "--log-level", "warning"),
-        *("--token-for", f"alice={ALICE}", "--token-for", f"bob={BOB}"),
-    ]
-    async with serve_process(*args) as server:
-        yield Served(server.url)
+    tokens = ("--token-for", f"alice={ALICE}", "--token-for", f"bob={BOB}")
+    async with serve_scripted(tmp_path, JUDGE, *tokens) as url:
+        yield Served(url, token=ALICE)
 
 
 async def run(words: list[str], cwd: Path, timeout: float = 600) -> str:
@@ -104,20 +62,8 @@ async def run(words: list[str], cwd: Path, timeout: float = 600) -> str:
     python = await asyncio.to_thread(trainer_venv, "verifiers", PACKAGES)
     tools = {"python": str(python), "vf-eval": str(python.parent / "vf-eval")}
     env = {**os.environ, MODEL_KEY: "fake", "SIMIA_TOKEN": ALICE, "PATH": f"{python.parent}:{os.environ['PATH']}"}
-    proc = await asyncio.create_subprocess_exec(
-        *[tools.get(w, w) for w in words],
-        cwd=cwd,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        out, err = await proc.communicate()
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{out.decode()[-3000:]}\n{err.decode()[-5000:]}"
-    return out.decode() + err.decode()
+    out, err = await run_command([tools.get(w, w) for w in words], cwd, env, timeout)
+    return out + err
 
 
 def traces(root: Path) -> list[dict[str, Any]]:

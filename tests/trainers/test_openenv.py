@@ -9,90 +9,50 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import shlex
+import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
 import pytest
 from simia.sim.verdict import Verdict
-from simia.testing.processes import serve_process
 from simia.testing.trainer_venvs import trainer_venv
+
+sys.path.insert(0, str(Path(__file__).parent))
+from live import PASS, Served, json_lines, page_blocks, run_command, serve_scripted  # type: ignore[import-not-found]
+from live import page_block as live_page_block  # type: ignore[import-not-found]
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "trainers" / "openenv.md"
-SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
 PACKAGES = ["openenv==0.10.0"]
 DOC_URL = "http://127.0.0.1:8765"
 ALICE, BOB = "alice-secret", "bob-secret"
-JUDGE = [  # a judge that passes every rubric: the task's rule checks decide the reward
-    {
-        "match": "# Rubric",
-        "data": {
-            "criteria": [{"criterion": "the rubric", "passed": True, "evidence": "the recorded calls"}],
-            "reasoning": "The rule checks decide.",
-            "reward": 1,
-        },
-    }
-]
+JUDGE = [{"match": "# Rubric", "data": PASS}]
+"""A judge that passes every rubric: the task's rule checks decide the reward."""
 
 
 def page_python(first_line: str) -> str:
-    """The page's ```python block that starts with `first_line`."""
-    blocks = re.findall(r"^```python\n(.*?)^```", PAGE.read_text(encoding="utf-8"), flags=re.M | re.S)
-    return next(b for b in blocks if b.startswith(first_line))
+    return live_page_block(PAGE, "python", first_line)
 
 
 def page_commands(start: str) -> list[list[str]]:
     """The words of each of the page's bash commands that start with `start`."""
     found = []
-    for body in re.findall(r"^```bash\n(.*?)^```", PAGE.read_text(encoding="utf-8"), flags=re.M | re.S):
+    for body in page_blocks(PAGE, "bash"):
         found += [shlex.split(line, comments=True) for line in body.splitlines() if line.startswith(start)]
     assert found, f"{PAGE.name} shows no command starting {start!r} any more"
     return found
 
 
-@dataclass
-class Served:
-    url: str
-
-    def http(self, token: str = ALICE) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
-
-    async def episode(self, episode_id: str) -> dict[str, Any]:
-        async with self.http() as http:
-            answer = await http.get(f"/v1/episodes/{episode_id}")
-        assert answer.status_code == 200, answer.text
-        detail: dict[str, Any] = answer.json()
-        return detail
-
-    async def stored_reward(self, episode_id: str) -> float | None:
-        """The stored verdict's training reward: what the trainer must have received."""
-        return Verdict.model_validate((await self.episode(episode_id))["verdict"]).training_reward()
-
-    async def episodes(self) -> list[dict[str, Any]]:
-        async with self.http() as http:
-            listed: list[dict[str, Any]] = (await http.get("/v1/episodes")).json()["episodes"]
-        return listed
-
-
 @contextlib.asynccontextmanager
 async def simia(tmp_path: Path) -> AsyncIterator[Served]:
     """`simia serve` on the mock world with a scripted simulator and judge, and two principals' tokens."""
-    judge = tmp_path / "judge.json"
-    judge.write_text(json.dumps(JUDGE), encoding="utf-8")
-    args = [
-        *("--worlds-dir", str(ROOT / "tool_specs"), "--world", "mock", "--db", str(tmp_path / "simia.db")),
-        *("--backend", f"scripted:{SCRIPT}", "--judge-backend", f"scripted:{judge}", "--log-level", "warning"),
-        *("--token-for", f"alice={ALICE}", "--token-for", f"bob={BOB}"),
-    ]
-    async with serve_process(*args) as server:
-        yield Served(server.url)
+    tokens = ("--token-for", f"alice={ALICE}", "--token-for", f"bob={BOB}")
+    async with serve_scripted(tmp_path, JUDGE, *tokens) as url:
+        yield Served(url, token=ALICE)
 
 
 async def run(words: list[str], cwd: Path, token: str | None = ALICE, timeout: float = 300) -> list[dict[str, Any]]:
@@ -100,16 +60,8 @@ async def run(words: list[str], cwd: Path, token: str | None = ALICE, timeout: f
     python = await asyncio.to_thread(trainer_venv, "openenv", PACKAGES)
     command = [str(python) if w == "python" else w for w in words]
     env = {k: v for k, v in os.environ.items() if k != "SIMIA_TOKEN"} | ({"SIMIA_TOKEN": token} if token else {})
-    proc = await asyncio.create_subprocess_exec(
-        *command, cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        out, err = await proc.communicate()
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{out.decode()[-3000:]}\n{err.decode()[-5000:]}"
-    return [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    out, _ = await run_command(command, cwd, env, timeout)
+    return json_lines(out)
 
 
 async def test_the_pages_mcp_tool_client_snippet_gets_a_rewarded_and_an_unrewarded_episode_with_the_stored_rewards(

@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -23,9 +24,12 @@ import pytest
 from simia.cli import main
 from simia.server.inprocess import free_port
 from simia.sim.verdict import Verdict
-from simia.testing import FakeProvider, FakeReply, mock_world_answer
+from simia.testing import FakeProvider, FakeReply
 from simia.testing.processes import serve_process
 from simia.testing.trainer_venvs import trainer_venv
+
+sys.path.insert(0, str(Path(__file__).parent))
+from live import json_lines, page_blocks, rules_decide, run_command  # type: ignore[import-not-found]
 
 SPAWNS = (pytest.mark.processes, pytest.mark.slow)
 
@@ -43,11 +47,6 @@ TRL_ORS = ["torch==2.13.0", "trl==1.16.0", "openreward==0.1.167"]  # torch first
 DOC_ORS = "http://127.0.0.1:8766"
 """The ORS URL the pages' snippets use; each test's own server replaces it."""
 TOKEN, OTHER = "ors-secret-token", "another-principals-token"
-PASS = {
-    "criteria": [{"criterion": "the rubric", "passed": True, "evidence": "the recorded calls"}],
-    "reasoning": "The rule checks decide.",
-    "reward": 1,
-}
 TEST_TASK = {
     "id": "restock_milk_test",
     "instruction": "Set the milk to 4 litres.",
@@ -58,15 +57,7 @@ TEST_TASK = {
 
 def python_blocks(page: str) -> list[str]:
     """The ```python blocks of a docs page, in order."""
-    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
-    return re.findall(r"^```python\n(.*?)^```", text, flags=re.M | re.S)
-
-
-def fake_answer(body: dict[str, Any]) -> dict[str, Any]:
-    """The simulator, flawless on the mock world, and a judge that passes every rubric: the task's rule checks
-    on the final state decide each reward."""
-    name = (body.get("response_format") or {}).get("json_schema", {}).get("name")
-    return PASS if name == "verdict" else mock_world_answer(body)
+    return page_blocks(ROOT / "docs" / page)
 
 
 @dataclass
@@ -106,7 +97,7 @@ async def simia(tmp_path: Path) -> AsyncIterator[Served]:
     with (worlds / "mock" / "tasks.jsonl").open("a", encoding="utf-8") as tasks:
         tasks.write(json.dumps(TEST_TASK) + "\n")
     ors_port = free_port()
-    async with FakeProvider(fake_answer).running() as fake:
+    async with FakeProvider(rules_decide).running() as fake:
         args = ["--worlds-dir", str(worlds), "--world", "mock", "--db", str(tmp_path / "ors.db")]
         args += ["--backend", "openai-compatible:fake", "--base-url", fake.base_url, "--log-level", "warning"]
         args += ["--ors-port", str(ors_port), "--token", TOKEN, "--token", OTHER]
@@ -119,16 +110,8 @@ async def run_python(python: Path, code: str, tmp_path: Path, *, timeout: float 
     script = tmp_path / f"client_{abs(hash(code))}.py"
     script.write_text(code, encoding="utf-8")
     env = {**os.environ, "OPENREWARD_API_KEY": TOKEN, "OPENREWARD_DISABLE_UPDATE_CHECK": "1", "HF_HUB_OFFLINE": "1"}
-    proc = await asyncio.create_subprocess_exec(
-        str(python), str(script), cwd=tmp_path, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        out, err = await proc.communicate()
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{out.decode()[-3000:]}\n{err.decode()[-5000:]}"
-    return [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    out, _ = await run_command([str(python), str(script)], tmp_path, env, timeout)
+    return json_lines(out)
 
 
 def venv(name: str, packages: Sequence[str]) -> Path:

@@ -9,75 +9,42 @@ import asyncio
 import contextlib
 import json
 import os
-import re
-import shlex
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
 import pytest
 from simia.sim.verdict import Verdict
-from simia.testing.processes import serve_process
 from simia.testing.trainer_venvs import trainer_venv
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from chat_model import ChatModel  # type: ignore[import-not-found]
+from live import PASS, Served, run_command, serve_scripted  # type: ignore[import-not-found]
+from live import page_command as live_page_command  # type: ignore[import-not-found]
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "trainers" / "verifiers.md"
-SCRIPT = ROOT / "tests" / "fixtures" / "mock_script.json"
 ADAPTERS = ROOT / "training" / "adapters"
 # Editable: the venv is keyed by its pins (test_nemo_gym.py shares it), so it must see the adapters as they are now.
 PACKAGES = ["verifiers==0.4.0", "uv", "-e", str(ADAPTERS / "client"), "-e", str(ADAPTERS / "verifiers")]
 DOC_URL = "http://127.0.0.1:8765"
 TOKEN = "alice-secret"
 MODEL_KEY = "FAKE_MODEL_KEY"
-PASS = {
-    "criteria": [{"criterion": "the rubric", "passed": True, "evidence": "the recorded calls"}],
-    "reasoning": "The rule checks decide.",
-    "reward": 1,
-}
 
 
 def page_command(start: str) -> list[str]:
-    """The words of the page's bash command that starts with `start`."""
-    for body in re.findall(r"^```bash\n(.*?)^```", PAGE.read_text(encoding="utf-8"), flags=re.M | re.S):
-        for line in body.splitlines():
-            if line.startswith(start):
-                return shlex.split(line, comments=True)
-    raise AssertionError(f"{PAGE.name} shows no command starting {start!r} any more")
-
-
-@dataclass
-class Served:
-    url: str
-
-    async def episode(self, episode_id: str) -> dict[str, Any]:
-        async with httpx.AsyncClient(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}) as http:
-            answer = await http.get(f"/v1/episodes/{episode_id}")
-        assert answer.status_code == 200, answer.text
-        detail: dict[str, Any] = answer.json()
-        return detail
+    return live_page_command(PAGE, start)
 
 
 @contextlib.asynccontextmanager
 async def simia(tmp_path: Path, judge: list[dict[str, Any]]) -> AsyncIterator[Served]:
     """`simia serve` on the mock world with a scripted simulator, the scripted `judge`, and a token."""
-    script = tmp_path / "judge.json"
-    script.write_text(json.dumps(judge), encoding="utf-8")
-    args = [
-        *("--worlds-dir", str(ROOT / "tool_specs"), "--world", "mock", "--db", str(tmp_path / "simia.db")),
-        *("--backend", f"scripted:{SCRIPT}", "--judge-backend", f"scripted:{script}", "--log-level", "warning"),
-        *("--token", TOKEN),
-    ]
-    async with serve_process(*args) as server:
-        yield Served(server.url)
+    async with serve_scripted(tmp_path, judge, "--token", TOKEN) as url:
+        yield Served(url, token=TOKEN)
 
 
 def eval_command(served: Served, model: ChatModel, *extra: str) -> list[str]:
@@ -94,19 +61,7 @@ async def run(words: list[str], cwd: Path, timeout: float = 600) -> None:
     python = await asyncio.to_thread(trainer_venv, "verifiers", PACKAGES)
     tools = {"vf-eval": str(python.parent / "vf-eval")}
     env = {**os.environ, MODEL_KEY: "fake", "SIMIA_TOKEN": TOKEN, "PATH": f"{python.parent}:{os.environ['PATH']}"}
-    proc = await asyncio.create_subprocess_exec(
-        *[tools.get(w, w) for w in words],
-        cwd=cwd,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        out, err = await proc.communicate()
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{out.decode()[-3000:]}\n{err.decode()[-5000:]}"
+    await run_command([tools.get(w, w) for w in words], cwd, env, timeout)
 
 
 def rollouts(root: Path) -> list[dict[str, Any]]:
