@@ -3,6 +3,7 @@ marks that say what a test needs (a test that starts a process without one fails
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import functools
@@ -11,12 +12,14 @@ import platform
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from simia.cli._common import in_process_server
 from simia.server import SimiaApp, build_server
 from simia.server.inprocess import free_port, serving
 from simia.server.settings import ServerSettings
@@ -100,6 +103,31 @@ def serve_on(mock_answer: Callable[..., Any]) -> Callable[..., Any]:
         return make
 
     return on
+
+
+@pytest.fixture
+def threaded_mock_server(tmp_path: Path) -> Iterator[str]:
+    """The URL of a simia server of the `mock` world (its flawless simulator, a rules-only judge) running in a
+    background thread with its own event loop: what a trainer's synchronous code talks to."""
+    box: dict[str, str] = {}
+    ready, stop = threading.Event(), threading.Event()
+
+    def run() -> None:
+        async def serve() -> None:
+            mock = {"mock": repository_worlds()["mock"]}
+            async with in_process_server(mock, FunctionBackend(mock_world_answer), tmp_path / "t.db", None) as url:
+                box["url"] = url
+                ready.set()
+                await asyncio.to_thread(stop.wait)
+
+        asyncio.run(serve())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert ready.wait(60)
+    yield box["url"]
+    stop.set()
+    thread.join(30)
 
 
 @pytest.fixture(scope="session")

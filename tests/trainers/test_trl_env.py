@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
-import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -18,11 +17,8 @@ import pytest
 
 pytest.importorskip("trl", reason="needs the `train` extra")
 
-from simia.cli._common import in_process_server
 from simia.sim import load_worlds
-from simia.sim.backends import FunctionBackend
 from simia.sim.verdict import Verdict
-from simia.testing.mock_world import mock_world_answer
 from simia.training import grpo_env, models
 from simia.training.grpo_env import environment_factory, environments_dataset
 from simia.training.grpo_rewards import simia_env_reward
@@ -34,28 +30,8 @@ MILK_4 = {"name": "milk", "qty": 4}
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[str]:
-    """A simia server (the flawless mock simulator, a rules-only judge) in a background thread, as TRL sees it."""
-    box: dict[str, str] = {}
-    ready, stop = threading.Event(), threading.Event()
-
-    def run() -> None:
-        async def serve() -> None:
-            async with in_process_server(
-                {"mock": MOCK}, FunctionBackend(mock_world_answer), tmp_path / "t.db", None
-            ) as url:
-                box["url"] = url
-                ready.set()
-                await asyncio.to_thread(stop.wait)
-
-        asyncio.run(serve())
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert ready.wait(60)
-    yield box["url"]
-    stop.set()
-    thread.join(30)
+def server(threaded_mock_server: str) -> str:
+    return threaded_mock_server
 
 
 def stored_reward(server: str, episode_id: str) -> float | None:

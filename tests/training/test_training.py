@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -15,12 +14,10 @@ import pytest
 
 pytest.importorskip("trl", reason="needs the `train` extra")
 
-from simia.cli._common import in_process_server
 from simia.clients.api import SyncSimiaClient
 from simia.sim import load_worlds
 from simia.sim.backends import FunctionBackend
 from simia.sim.wire import WorldInfo
-from simia.testing.mock_world import mock_world_answer
 from simia.training import grpo, models
 from simia.training.export import export
 from simia.training.grpo import GRPORun, environment_class, task_dataset
@@ -34,28 +31,8 @@ MOCK = WORLDS["mock"]
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[str]:
-    """A simia server (scripted mock simulator, rules-only judge) in a background thread, as a trainer sees it."""
-    box: dict[str, str] = {}
-    ready, stop = threading.Event(), threading.Event()
-
-    def run() -> None:
-        async def serve() -> None:
-            async with in_process_server(
-                {"mock": MOCK}, FunctionBackend(mock_world_answer), tmp_path / "g.db", None
-            ) as url:
-                box["url"] = url
-                ready.set()
-                await asyncio.to_thread(stop.wait)
-
-        asyncio.run(serve())
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert ready.wait(60)
-    yield box["url"]
-    stop.set()
-    thread.join(30)
+def server(threaded_mock_server: str) -> str:
+    return threaded_mock_server
 
 
 def served(server: str, name: str = "mock") -> WorldInfo:
@@ -354,6 +331,6 @@ def test_the_multi_turn_rollout_func_trains_with_a_simulated_user_and_keeps_toke
 
 
 async def _rl_rows(tmp_path: Path, server: str) -> list[dict[str, Any]]:
-    db = next(tmp_path.glob("g.db"))
+    db = tmp_path / "t.db"  # threaded_mock_server's database
     await export(db, "rl", tmp_path / "rl.jsonl", WORLDS)
     return [json.loads(line) for line in (tmp_path / "rl.jsonl").read_text().splitlines() if '"tokens"' in line]
