@@ -45,7 +45,7 @@ from simia.sim.wire import (
     WorldInfo,
     WorldList,
 )
-from simia.sim.world import World
+from simia.sim.world import World, apply_patches
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -263,7 +263,7 @@ class SimiaApp:
         events = await self.store.events(episode.id)
         detail = self._episode(request, episode, EpisodeDetail)
         detail.initial_state = await self.store.state_at(episode.id, 0)
-        detail.state = await self.store.state_at(episode.id, episode.seq)
+        detail.state = apply_patches(detail.initial_state, [e.state_patch for e in events])  # the events just read
         detail.events = [Event.model_validate(e.public()) for e in events]
         detail.transcript, detail.tokens = episode.transcript, episode.tokens
         return json_response(detail)

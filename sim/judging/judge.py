@@ -21,7 +21,7 @@ from ..errors import BackendError
 from ..records import EpisodeRecord
 from ..storage import Store
 from ..verdict import Criterion, Verdict
-from ..world import Task, World, state_diff
+from ..world import Task, World, apply_patches, state_diff
 from .rules import rule_checks
 from .transcript import RecordedCall, mismatches, recorded_calls
 
@@ -50,7 +50,8 @@ class EpisodeView:
         """A stored episode as the judge reads it: its events, and its initial and final states (rebuilt from its
         base and patches: they share the base, so the diff compares what the episode changed only)."""
         events = await store.events(episode.id)
-        initial, final = await store.state_at(episode.id, 0), await store.state_at(episode.id, episode.seq)
+        initial = await store.state_at(episode.id, 0)
+        final = apply_patches(initial, [event.state_patch for event in events])  # the patches just read
         infra = sum(1 for e in events if e.is_error and e.error_kind == "infra")
         return cls(initial, final, recorded_calls(events), transcript, infra)
 
