@@ -81,8 +81,9 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         "--price",
         action="append",
         type=_price,
-        metavar="MODEL=IN,OUT",
-        help="USD per million input and output tokens of a model the price database lacks (repeatable)",
+        metavar="MODEL=IN,OUT[,CACHED[,WRITE]]",
+        help="USD per million input and output tokens (then cache-read and cache-write tokens, else billed as input) "
+        "of a model the price database lacks (repeatable)",
     )
 
 

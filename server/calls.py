@@ -226,6 +226,8 @@ class CallPipeline:
             prompt_tokens=prompt,
             completion_tokens=completion,
             cost_usd=usage.get("cost_usd") or 0.0,
+            cached_tokens=usage.get("cached_tokens", 0),
+            cache_write_tokens=usage.get("cache_write_tokens", 0),
         )
         if log.isEnabledFor(logging.INFO):
             log.info(

@@ -32,7 +32,7 @@ class Metrics:
         self.errors: Counter[tuple[str, str, str]] = Counter()  # (world, kind, code)
         self.latency: dict[str, list[float]] = {}  # world -> per-bucket counts (+Inf last), then the sum
         self.episodes: Counter[str] = Counter()  # world -> created
-        self.tokens: Counter[str] = Counter({"prompt": 0, "completion": 0})
+        self.tokens: Counter[str] = Counter({"prompt": 0, "completion": 0, "cached": 0, "cache_write": 0})
         self.cost_usd = 0.0
         self.live = 0
         self.conflicts = 0  # calls run again because another process committed a call of their episode first
@@ -54,8 +54,11 @@ class Metrics:
         prompt_tokens: int = 0,
         completion_tokens: int = 0,
         cost_usd: float = 0.0,
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
     ) -> None:
-        """Count one answered tool call (`error`: its kind and code when it was an error)."""
+        """Count one answered tool call (`error`: its kind and code when it was an error; `cached_tokens` and
+        `cache_write_tokens`: of its prompt tokens, those read from and written to the provider's prompt cache)."""
         self.calls[(world, tool, outcome)] += 1
         if error is not None:
             self.errors[(world, *error)] += 1
@@ -68,6 +71,10 @@ class Metrics:
             self.tokens["prompt"] += prompt_tokens
         if completion_tokens:
             self.tokens["completion"] += completion_tokens
+        if cached_tokens:
+            self.tokens["cached"] += cached_tokens
+        if cache_write_tokens:
+            self.tokens["cache_write"] += cache_write_tokens
         self.cost_usd += cost_usd
 
     def render(self) -> bytes:
@@ -134,12 +141,19 @@ class _Collector(Collector):
         for world, count in sorted(m.episodes.items()):
             created.add_metric([world], count)
         yield created
-        tokens = CounterMetricFamily("simia_backend_tokens", "Simulator tokens", labels=["kind"])
+        tokens = CounterMetricFamily(
+            "simia_backend_tokens",
+            "Simulator tokens: prompt (all input, cached included), completion, and of the prompt tokens those read "
+            "from (cached) and written to (cache_write) the provider's prompt cache",
+            labels=["kind"],
+        )
         for kind, count in sorted(m.tokens.items()):
             tokens.add_metric([kind], count)
         yield tokens
         yield CounterMetricFamily(
-            "simia_backend_cost_usd", "Simulator cost in USD (known prices only)", value=m.cost_usd
+            "simia_backend_cost_usd",
+            "Simulator cost in USD (known prices only; cached tokens at the cache rates)",
+            value=m.cost_usd,
         )
         failures = CounterMetricFamily(
             "simia_backend_failures",

@@ -37,12 +37,21 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Usage:
-    """Tokens and money one or more model calls cost."""
+    """Tokens and money one or more model calls cost.
+
+    `prompt_tokens` counts every input token, those a provider served from its prompt cache included:
+    `cached_tokens` of them were read from the cache (billed at the provider's cache-read rate) and
+    `cache_write_tokens` were written to it (Anthropic bills a write above the plain input rate). OpenAI's
+    `prompt_tokens` already include its `cached_tokens`; Anthropic's `input_tokens` do not, and its backend adds
+    `cache_read_input_tokens` and `cache_creation_input_tokens` to them.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
     calls: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -57,12 +66,16 @@ class Usage:
             self.completion_tokens + other.completion_tokens,
             cost,
             self.calls + other.calls,
+            self.cached_tokens + other.cached_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
             "cost_usd": self.cost_usd,
             "calls": self.calls,
         }
@@ -80,6 +93,9 @@ class CompletionRequest:
         temperature: sampling temperature.
         seed: sampling seed, where the provider supports one.
         key: the response-cache key of this request, when it has one (used by `replay:`).
+        cache_key: the provider prompt-cache key: requests that share it share a stable prefix (the simulator's:
+            one per world and prompt version, so all episodes of a world share one cache). OpenAI routes on it
+            (`prompt_cache_key`); a backend that has no such parameter ignores it.
     """
 
     messages: list[dict[str, Any]]
@@ -89,6 +105,7 @@ class CompletionRequest:
     temperature: float = 0.7
     seed: int | None = None
     key: str | None = None
+    cache_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -306,10 +323,20 @@ def retry_after_seconds(headers: Any) -> float | None:
             return None
 
 
-def priced_usage(prompt: int, completion: int, price: tuple[float, float] | None) -> Usage:
-    """Usage of one call, with its cost when the model's price (USD per million input, output tokens) is known."""
-    cost = (prompt * price[0] + completion * price[1]) / 1e6 if price else None
-    return Usage(prompt, completion, cost, 1)
+def priced_usage(
+    prompt: int, completion: int, price: tuple[float, ...] | None, *, cached: int = 0, cache_write: int = 0
+) -> Usage:
+    """Usage of one call, with its cost when the model's price is known: USD per million (input, output) tokens,
+    optionally followed by the cache-read and cache-write rates. A rate not given is the input rate (an upper
+    bound: a cached token is never billed above a plain one except by a cache write, and a guess below it could
+    flatter a run). `cached` and `cache_write` are among the `prompt` tokens."""
+    cost = None
+    if price:
+        read_rate = price[2] if len(price) > 2 else price[0]
+        write_rate = price[3] if len(price) > 3 else price[0]
+        plain = max(prompt - cached - cache_write, 0)
+        cost = (plain * price[0] + cached * read_rate + cache_write * write_rate + completion * price[1]) / 1e6
+    return Usage(prompt, completion, cost, 1, cached, cache_write)
 
 
 def status_failure(spec: str, status: int, body: Any, fallback: str, headers: Any) -> Exception:

@@ -8,8 +8,10 @@ the base URL names (OpenRouter, Together, ...). A model neither knows costs null
 guessed number: a self-hosted vLLM serving a model some provider sells has no list price.
 
 Set a private model's price with `resolve_backend(..., prices={"my-model": (0.2, 0.6)})`
-(or the backend's `prices=` argument); a CLI flag reads each `MODEL=INPUT,OUTPUT` with
-`parse_price`, e.g. `--price my-model=0.2,0.6`.
+(or the backend's `prices=` argument); a CLI flag reads each `MODEL=INPUT,OUTPUT[,CACHED[,CACHE_WRITE]]` with
+`parse_price`, e.g. `--price my-model=0.2,0.6` or `--price my-model=0.2,0.6,0.02`. Tokens a provider served
+from its prompt cache are priced at its cache-read rate (`genai-prices` knows them per model), and tokens
+written to Anthropic's cache at its cache-write rate; a price set without cache rates bills them as input.
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ from ._base import Usage, priced_usage
 
 __all__ = ["Price", "Pricing", "parse_price"]
 
-Price = tuple[float, float]
-"""USD per million tokens: (input, output)."""
+Price = tuple[float, ...]
+"""USD per million tokens: (input, output), optionally then (cache read, cache write)."""
 
 
 def parse_price(text: str) -> tuple[str, Price]:
-    """Read `MODEL=INPUT,OUTPUT` (USD per million input and output tokens), e.g. `my-model=0.2,0.6`.
+    """Read `MODEL=INPUT,OUTPUT[,CACHED[,CACHE_WRITE]]` (USD per million input, output, cache-read and cache-write
+    tokens), e.g. `my-model=0.2,0.6` or `my-model=0.2,0.6,0.02,0.25`.
 
     Raises:
         BackendConfigError: the text is not in that form, or a price is negative.
@@ -36,12 +39,13 @@ def parse_price(text: str) -> tuple[str, Price]:
     model, _, prices = text.rpartition("=")
     parts = prices.split(",")
     try:
-        price = (float(parts[0]), float(parts[1])) if len(parts) == 2 else None
+        price: Price | None = tuple(float(part) for part in parts) if 2 <= len(parts) <= 4 else None
     except ValueError:
         price = None
     if not model.strip() or price is None or min(price) < 0:
         raise BackendConfigError(
-            f"a model price is MODEL=INPUT,OUTPUT in USD per million tokens, e.g. my-model=0.2,0.6; got {text!r}"
+            "a model price is MODEL=INPUT,OUTPUT[,CACHED[,CACHE_WRITE]] in USD per million tokens, e.g. "
+            f"my-model=0.2,0.6 or my-model=0.2,0.6,0.02; got {text!r}"
         )
     return model.strip(), price
 
@@ -70,13 +74,20 @@ class Pricing:
         self.price = (prices or {}).get(model)
         self._listed = provider_id is not None or api_url is not None  # until a lookup says otherwise
 
-    def usage(self, prompt_tokens: int, completion_tokens: int) -> Usage:
-        """The usage of one call of `prompt_tokens` in and `completion_tokens` out, with its cost when known."""
+    def usage(self, prompt_tokens: int, completion_tokens: int, *, cached: int = 0, cache_write: int = 0) -> Usage:
+        """The usage of one call of `prompt_tokens` in (`cached` of them read from the provider's prompt cache,
+        `cache_write` written to it) and `completion_tokens` out, with its cost when known."""
         if self.price is not None:
-            return priced_usage(prompt_tokens, completion_tokens, self.price)
+            return priced_usage(prompt_tokens, completion_tokens, self.price, cached=cached, cache_write=cache_write)
+        unpriced = Usage(prompt_tokens, completion_tokens, None, 1, cached, cache_write)
         if not self._listed:
-            return Usage(prompt_tokens, completion_tokens, None, 1)
-        tokens = genai_prices.Usage(input_tokens=prompt_tokens, output_tokens=completion_tokens)
+            return unpriced
+        tokens = genai_prices.Usage(
+            input_tokens=prompt_tokens,
+            cache_read_tokens=cached or None,
+            cache_write_tokens=cache_write or None,
+            output_tokens=completion_tokens,
+        )
         try:
             if self.provider_id is not None:
                 calc = genai_prices.calc_price(tokens, self.model, provider_id=self.provider_id)
@@ -84,5 +95,5 @@ class Pricing:
                 calc = genai_prices.calc_price(tokens, self.model, provider_api_url=self.api_url)
         except (LookupError, ValueError):  # not in the database (a miss is remembered: each lookup scans it)
             self._listed = False
-            return Usage(prompt_tokens, completion_tokens, None, 1)
-        return Usage(prompt_tokens, completion_tokens, float(calc.total_price), 1)
+            return unpriced
+        return Usage(prompt_tokens, completion_tokens, float(calc.total_price), 1, cached, cache_write)

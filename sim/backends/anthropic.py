@@ -77,7 +77,10 @@ class AnthropicBackend(Backend):
             "timeout": timeout,
         }
         if system:
-            kwargs["system"] = system
+            # One cache breakpoint after the stable prefix (the answer tool, then the system block: the world for
+            # the simulator, the judge's rules for the judge): Anthropic caches it when it is long enough (1,024+
+            # tokens on most models) and bills reads at a tenth of the input price.
+            kwargs["system"] = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
         start = time.monotonic()
         response = await self._create(kwargs)
         blocks = [b for b in (getattr(response, "content", None) or []) if getattr(b, "type", "") == "tool_use"]
@@ -106,8 +109,8 @@ class AnthropicBackend(Backend):
             "tools": tools,
             "timeout": timeout,
         }
-        if system:
-            kwargs["system"] = system
+        if system:  # the agent's instructions and tools: the same for every turn of a rollout
+            kwargs["system"] = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
         start = time.monotonic()
         response = await self._create(kwargs)
         text = "".join(getattr(b, "text", "") for b in response.content if getattr(b, "type", "") == "text")
@@ -141,9 +144,14 @@ class AnthropicBackend(Backend):
         )
 
     def _usage(self, response: Any) -> Usage:
-        if response.usage is None:
+        """Anthropic counts cache reads and writes apart from `input_tokens`; simia's prompt tokens are all three."""
+        usage = response.usage
+        if usage is None:
             return Usage(calls=1)
-        return self.pricing.usage(response.usage.input_tokens, response.usage.output_tokens)
+        read = getattr(usage, "cache_read_input_tokens", None) or 0
+        write = getattr(usage, "cache_creation_input_tokens", None) or 0
+        prompt = (usage.input_tokens or 0) + read + write
+        return self.pricing.usage(prompt, usage.output_tokens or 0, cached=read, cache_write=write)
 
     async def aclose(self) -> None:
         await self._client.close()

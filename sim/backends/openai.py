@@ -64,6 +64,7 @@ class _Reply:
     model: str | None
     prompt_tokens: int | None
     completion_tokens: int | None
+    cached_tokens: int = 0  # of the prompt tokens, those served from the provider's prompt cache
 
 
 class OpenAIBackend(Backend):
@@ -147,6 +148,10 @@ class OpenAIBackend(Backend):
         kwargs["max_tokens" if self.compatible else "max_completion_tokens"] = request.max_tokens
         if request.seed is not None:
             kwargs["seed"] = request.seed
+        if request.cache_key is not None and not self.compatible:
+            # OpenAI caches prompt prefixes of 1,024+ tokens by itself; the key routes the requests that share a
+            # prefix to one cache. (Compatible servers cache prefixes without a key; some refuse unknown fields.)
+            kwargs["prompt_cache_key"] = request.cache_key
         timeout_s = kwargs.pop("timeout")
         start = time.monotonic()
         reply = await self._post(kwargs, timeout_s)
@@ -260,12 +265,14 @@ class OpenAIBackend(Backend):
             if fn is not None:
                 calls.append({"id": call.id, "function": {"name": fn.name, "arguments": fn.arguments}})
         usage = response.usage
+        details = usage.prompt_tokens_details if usage else None
         return _Reply(
             message.content,
             calls,
             response.model,
             usage.prompt_tokens if usage else None,
             usage.completion_tokens if usage else None,
+            (details.cached_tokens or 0) if details else 0,
         )
 
     async def _post_lean(self, body: dict[str, Any], timeout: float) -> _Reply:
@@ -301,18 +308,21 @@ class OpenAIBackend(Backend):
             usage = {}
         calls = message.get("tool_calls")
         content = message.get("content")
+        details = usage.get("prompt_tokens_details")
         return _Reply(
             content if isinstance(content, str) else None,
             [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else [],
             data.get("model") if isinstance(data.get("model"), str) else None,
             _count(usage.get("prompt_tokens")),
             _count(usage.get("completion_tokens")),
+            (_count(details.get("cached_tokens")) or 0) if isinstance(details, dict) else 0,
         )
 
     def _usage(self, reply: _Reply) -> Usage:
         if reply.prompt_tokens is None or reply.completion_tokens is None:
             return Usage(calls=1)
-        return self.pricing.usage(reply.prompt_tokens, reply.completion_tokens)
+        cached = min(reply.cached_tokens, reply.prompt_tokens)
+        return self.pricing.usage(reply.prompt_tokens, reply.completion_tokens, cached=cached)
 
     async def aclose(self) -> None:
         await self._client.close()

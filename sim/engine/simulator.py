@@ -285,6 +285,7 @@ class Simulator:
                 temperature=self.temperature,
                 seed=None if seed is None else seed + attempt - 1,
                 key=keys[1] if keys is not None else None,
+                cache_key=_prompt_cache_key(world),
             )
             try:
                 completion = await self.backend.complete(request)
@@ -422,6 +423,11 @@ def _too_large(world: World, call: ToolCall, state: dict[str, Any], view: StateV
     )
     text = "The tool cannot answer this call: the records it names are too large to process."
     return _infra(call, state, "state_too_large", text, Usage(), start, 0, detail=detail)
+
+
+def _prompt_cache_key(world: World) -> str:
+    """The provider prompt-cache key of `world`'s calls: all its episodes share the system block's prefix."""
+    return f"simia-{world.content_hash[:16]}-{PROMPT_VERSION}"
 
 
 def _feedback(problem: str) -> str:

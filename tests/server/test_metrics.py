@@ -10,7 +10,9 @@ from simia.server.metrics import Metrics
 
 def test_calls_errors_latency_and_tokens_render_as_prometheus_families() -> None:
     metrics = Metrics()
-    metrics.call("mock", "get_item", "ok", 0.004, prompt_tokens=120, completion_tokens=30, cost_usd=0.002)
+    metrics.call(
+        "mock", "get_item", "ok", 0.004, prompt_tokens=120, completion_tokens=30, cost_usd=0.002, cached_tokens=96
+    )
     metrics.call("mock", "get_item", "agent", 0.3, error=("agent", "item_not_found"))
     metrics.call("retail", "cancel_order", "infra", 70.0, error=("infra", "backend_error"))
     metrics.episodes["mock"] += 2
@@ -31,6 +33,8 @@ def test_calls_errors_latency_and_tokens_render_as_prometheus_families() -> None
     assert samples[("simia_tool_call_latency_seconds_count", (("world", "mock"),))] == 2
     assert abs(samples[("simia_tool_call_latency_seconds_sum", (("world", "mock"),))] - 0.304) < 1e-9
     assert samples[("simia_backend_tokens_total", (("kind", "prompt"),))] == 120
+    assert samples[("simia_backend_tokens_total", (("kind", "cached"),))] == 96
+    assert samples[("simia_backend_tokens_total", (("kind", "cache_write"),))] == 0
     assert samples[("simia_backend_cost_usd_total", ())] == 0.002
     assert samples[("simia_episodes_created_total", (("world", "mock"),))] == 2
     assert samples[("simia_live_episodes", ())] == 1

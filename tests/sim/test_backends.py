@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import subprocess
@@ -101,9 +102,59 @@ async def test_anthropic_forces_a_tool_call_with_the_schema() -> None:
     body = fake.requests[0]
     assert body["tools"][0]["name"] == "sum" and body["tools"][0]["input_schema"] == SCHEMA
     assert body["tool_choice"] == {"type": "tool", "name": "sum"}
-    assert body["system"] == "You add numbers." and body["messages"] == [{"role": "user", "content": "2+2?"}]
+    assert body["system"] == [{"type": "text", "text": "You add numbers.", "cache_control": {"type": "ephemeral"}}]
+    assert body["messages"] == [{"role": "user", "content": "2+2?"}]
     assert body["max_tokens"] == 64 and fake.headers[0]["authorization"] == "Bearer sk-ant-test"
     assert completion.data == {"answer": 4} and completion.usage.prompt_tokens == 120
+
+
+async def test_openai_routes_by_the_prompt_cache_key_and_reads_cached_tokens() -> None:
+    """The official API gets `prompt_cache_key`; the cached tokens its usage reports are recorded and priced at the
+    cache-read rate. A compatible server gets no key (vLLM and SGLang cache prefixes without one)."""
+    usage = {"prompt_tokens": 2048, "completion_tokens": 10, "prompt_tokens_details": {"cached_tokens": 1920}}
+    reply = {"model": "gpt-4.1-mini", "choices": [{"message": {"content": '{"answer": 4}'}}], "usage": usage}
+    keyed = dataclasses.replace(REQUEST, cache_key="simia-abc-sim-4")
+    async with FakeProvider({"answer": 4}).running() as fake:
+        fake.script(FakeReply(body=json.dumps(reply)))
+        backend = backend_for("openai", fake, RetryPolicy())
+        completion = await backend.complete(keyed)
+        await backend.aclose()
+        compatible = backend_for("openai-compatible", fake, RetryPolicy())
+        await compatible.complete(keyed)
+        await compatible.aclose()
+    assert fake.requests[0]["prompt_cache_key"] == "simia-abc-sim-4"
+    assert "prompt_cache_key" not in fake.requests[1]
+    got = completion.usage
+    assert (got.prompt_tokens, got.cached_tokens, got.cache_write_tokens) == (2048, 1920, 0)
+    # gpt-4.1-mini: $0.40 input, $0.10 cached input, $1.60 output per million tokens
+    assert got.cost_usd == pytest.approx((128 * 0.4 + 1920 * 0.1 + 10 * 1.6) / 1e6)
+
+
+async def test_anthropic_usage_adds_cache_reads_and_writes_to_the_prompt_tokens() -> None:
+    usage = {
+        "input_tokens": 50,
+        "output_tokens": 10,
+        "cache_read_input_tokens": 3000,
+        "cache_creation_input_tokens": 200,
+    }
+    reply = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-6",
+        "content": [{"type": "tool_use", "id": "t1", "name": "sum", "input": {"answer": 4}}],
+        "stop_reason": "tool_use",
+        "usage": usage,
+    }
+    async with FakeProvider({"answer": 4}).running() as fake:
+        fake.script(FakeReply(body=json.dumps(reply)))
+        backend = backend_for("anthropic", fake, RetryPolicy())
+        completion = await backend.complete(REQUEST)
+        await backend.aclose()
+    got = completion.usage
+    assert (got.prompt_tokens, got.cached_tokens, got.cache_write_tokens) == (3250, 3000, 200)
+    # claude-sonnet-4-6: $3 input, $0.30 cache read, $3.75 cache write, $15 output per million tokens
+    assert got.cost_usd == pytest.approx((50 * 3 + 3000 * 0.3 + 200 * 3.75 + 10 * 15) / 1e6)
 
 
 @pytest.mark.parametrize("kind", KINDS)

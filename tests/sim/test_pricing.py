@@ -55,6 +55,20 @@ async def test_a_model_nobody_priced_costs_null_never_a_guess(spec: str) -> None
 def test_a_price_option_reads_model_equals_input_comma_output() -> None:
     assert parse_price("my-finetune=0.2,0.6") == ("my-finetune", (0.2, 0.6))
     assert parse_price("org/model:v2 = 3, 15") == ("org/model:v2", (3.0, 15.0))
-    for bad in ["my-finetune", "my-finetune=0.2", "=0.2,0.6", "m=a,b", "m=-1,2"]:
-        with pytest.raises(BackendConfigError, match=r"MODEL=INPUT,OUTPUT"):
+    assert parse_price("my-finetune=0.2,0.6,0.02") == ("my-finetune", (0.2, 0.6, 0.02))
+    assert parse_price("my-finetune=0.2,0.6,0.02,0.25") == ("my-finetune", (0.2, 0.6, 0.02, 0.25))
+    for bad in ["my-finetune", "my-finetune=0.2", "=0.2,0.6", "m=a,b", "m=-1,2", "m=1,2,3,4,5", "m=1,2,-3"]:
+        with pytest.raises(BackendConfigError, match=r"MODEL=INPUT,OUTPUT\[,CACHED\[,CACHE_WRITE\]\]"):
             parse_price(bad)
+
+
+def test_cached_tokens_are_priced_at_the_cache_rates_and_at_the_input_rate_when_none_is_set() -> None:
+    from simia.sim.backends._pricing import Pricing
+
+    listed = Pricing("gpt-4o-mini", provider_id="openai").usage(10_000, 100, cached=8_000)
+    assert listed.cost_usd == pytest.approx((2_000 * 0.15 + 8_000 * 0.075 + 100 * 0.6) / 1e6)
+    set_rates = Pricing("mine", prices={"mine": (1.0, 2.0, 0.1, 1.25)}).usage(1_000, 10, cached=600, cache_write=300)
+    assert set_rates.cost_usd == pytest.approx((100 * 1.0 + 600 * 0.1 + 300 * 1.25 + 10 * 2.0) / 1e6)
+    no_cache_rate = Pricing("mine", prices={"mine": (1.0, 2.0)}).usage(1_000, 10, cached=600)
+    assert no_cache_rate.cost_usd == pytest.approx((1_000 * 1.0 + 10 * 2.0) / 1e6)
+    assert (set_rates.cached_tokens, set_rates.cache_write_tokens) == (600, 300)
