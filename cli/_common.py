@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from simia.server import ServerSettings, build_server, serving
 from simia.server.inprocess import free_port
-from simia.sim.backends import Backend, Price, ScriptedBackend, parse_price, resolve_backend
+from simia.sim.backends import Backend, BatchBackend, Price, ScriptedBackend, parse_price, resolve_backend
 from simia.sim.backends.local import LocalBackend
 from simia.sim.backends.replay import ReplayBackend
 from simia.sim.errors import BackendConfigError, SimiaError
@@ -36,6 +36,7 @@ __all__ = [
     "default_db",
     "existing_file",
     "finite",
+    "http_header",
     "http_url",
     "in_process_server",
     "load_world_set",
@@ -84,6 +85,50 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         metavar="MODEL=IN,OUT[,CACHED[,WRITE]]",
         help="USD per million input and output tokens (then cache-read and cache-write tokens, else billed as input) "
         "of a model the price database lacks (repeatable)",
+    )
+
+
+def add_batch_flags(p: argparse.ArgumentParser, *, journal: str) -> None:
+    """`--batch` and its options, for commands whose model calls can wait (`synth`, `judge`)."""
+    p.add_argument(
+        "--batch",
+        action="store_true",
+        help="send the model requests through the provider's batch API (OpenAI Batch API, Anthropic Message "
+        "Batches): half price, answered within 24 h; run the same command again to resume",
+    )
+    p.add_argument(
+        "--batch-journal",
+        type=Path,
+        metavar="FILE",
+        help=f"--batch: where submitted batches are recorded, to resume without paying twice (default: {journal})",
+    )
+    p.add_argument(
+        "--batch-poll", type=finite, default=30.0, metavar="SECONDS", help="--batch: seconds between status checks (30)"
+    )
+
+
+def batched(model: Backend, args: argparse.Namespace, journal: Path) -> Backend:
+    """`model` behind its provider's batch API when `--batch` is given (else `model` itself)."""
+    if not getattr(args, "batch", False):
+        return model
+    if not callable(getattr(model, "batches", None)) or getattr(model, "compatible", False):
+        raise CliError(
+            f"--batch needs a provider with a batch API (openai:MODEL or anthropic:MODEL); {model.spec} has none: "
+            "drop --batch to run it interactively"
+        )
+    try:
+        return BatchBackend(model, args.batch_journal or journal, poll=max(args.batch_poll, 0.01))  # type: ignore[arg-type]
+    except BackendConfigError as exc:
+        raise CliError(str(exc)) from None
+
+
+def batch_summary(model: BatchBackend) -> str:
+    """One line on what the batch API did: requests batched, resumed, answered, retried interactively, failed."""
+    r = model.report
+    return (
+        f"batch: {r['submitted']} requests in {r['batches']} batch(es) at half price, {r['resumed']} resumed from "
+        f"{model.journal}, {r['succeeded']} answered, {r['interactive']} answered interactively (their batch did "
+        f"not), {r['failed']} failed"
     )
 
 
@@ -151,6 +196,18 @@ def http_url(text: str) -> str:
     if not ok:
         raise argparse.ArgumentTypeError(f"expected an http(s) URL such as http://127.0.0.1:8765, got {text!r}")
     return text
+
+
+def http_header(text: str) -> tuple[str, str]:
+    """argparse type of `--header "Name: value"` (`simia import mcp`, `simia fidelity`): the name and the value,
+    each stripped of the spaces around it; a name that is no HTTP token, or a value with control characters,
+    is refused."""
+    name, sep, value = (part.strip() for part in text.partition(":"))
+    if not sep or not name or not all(c.isascii() and (c.isalnum() or c in "!#$%&'*+-.^_`|~") for c in name):
+        raise argparse.ArgumentTypeError(f"expected NAME:VALUE, got {text!r} (e.g. 'Authorization: Bearer TOKEN')")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise argparse.ArgumentTypeError(f"the value of header {name!r} holds a control character (a line break?)")
+    return name, value
 
 
 def bearer_token(text: str) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2 as httpx
 from simia.clients.mcp_import import read_server
 from simia.sim.errors import ImportSourceError, WorldError, WorldExistsError
 from simia.sim.importers import (
@@ -22,12 +23,13 @@ from simia.sim.importers import (
     ProbeCall,
     import_openapi,
     load_spec,
+    normal_modes,
     parse_probe_calls,
     world_from_listing,
 )
 from simia.sim.world import WORLD_NAME, check_target, write_world
 
-from ._common import CliError, existing_file
+from ._common import CliError, existing_file, http_header
 
 __all__ = ["register"]
 
@@ -38,13 +40,6 @@ def _name(text: str) -> str:
     if not WORLD_NAME.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a world name: use 1-64 letters, digits, '_', '.' or '-'")
     return text
-
-
-def _header(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition(":")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected NAME:VALUE, got {text!r} (e.g. 'Authorization: Bearer TOKEN')")
-    return key.strip(), value.strip()
 
 
 def _env(text: str) -> tuple[str, str]:
@@ -65,11 +60,34 @@ def _target_folder(args: argparse.Namespace, name: str | None) -> Path | None:
         raise CliError(str(exc)) from None
 
 
+def _world_name(args: argparse.Namespace) -> str | None:
+    """`--name`, else the `--out` folder's name when it is a world name (None: the importer names it)."""
+    if args.name:
+        return str(args.name)
+    return args.out.name if args.out is not None and WORLD_NAME.fullmatch(args.out.name) else None
+
+
+def _fetch(uri: str) -> bytes:
+    """A remote document a `$ref` names (`--allow-remote-refs`), read up to the description size limit."""
+    try:
+        with httpx.stream("GET", uri, timeout=30.0, follow_redirects=True) as response:
+            response.raise_for_status()
+            body = b""
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > MAX_SPEC_BYTES:
+                    raise ImportSourceError(f"{uri} is over {MAX_SPEC_BYTES // 1024 // 1024} MB")
+            return body
+    except httpx.HTTPError as exc:
+        raise ImportSourceError(f"could not fetch {uri}: {exc}") from None
+
+
 def _write(args: argparse.Namespace, world: ImportedWorld) -> int:
     folder = _target_folder(args, world.name)
     assert folder is not None
     try:
         written = write_world(folder, world.files(), force=args.force)
+        normal_modes(folder)
     except WorldExistsError as exc:
         raise CliError(str(exc)) from None
     except WorldError as exc:  # a converter bug, not the user's: say what the loader found
@@ -111,7 +129,7 @@ def _import_mcp(args: argparse.Namespace) -> int:
         raise CliError("--env is for a server started as a command (stdio); send HTTP settings with --header")
     if url is None and args.header:
         raise CliError("--header is for a URL; a command (stdio) takes --env NAME=VALUE")
-    _target_folder(args, args.name)
+    _target_folder(args, _world_name(args))
     probe: list[ProbeCall] = []
     if args.probe:
         file = existing_file(args.probe, "probe file", "pass --probe CALLS.jsonl (one call a line)")
@@ -136,7 +154,7 @@ def _import_mcp(args: argparse.Namespace) -> int:
         listing = anyio.run(read)
     except ImportSourceError as exc:
         raise CliError(str(exc)) from None
-    world = world_from_listing(listing, name=args.name)
+    world = world_from_listing(listing, name=_world_name(args))
     if not world.tools:
         skipped = world.skipped()
         why = f"; first: {skipped[0].item}: {skipped[0].reason}" if skipped else ""
@@ -145,16 +163,17 @@ def _import_mcp(args: argparse.Namespace) -> int:
 
 
 def _import_openapi(args: argparse.Namespace) -> int:
-    _target_folder(args, args.name)
+    _target_folder(args, _world_name(args))
     spec_file = Path(args.spec)
     try:
         spec = load_spec(spec_file, max_bytes=int(args.max_size_mb * 1024 * 1024))
         world = import_openapi(
             spec,
             base_uri=spec_file.resolve().as_uri(),
-            name=args.name,
+            name=_world_name(args),
             select=OperationFilter(tuple(args.tag or ()), tuple(args.path or ()), tuple(args.operation or ())),
             source=str(spec_file),
+            fetch=_fetch if args.allow_remote_refs else None,
         )
     except ImportSourceError as exc:
         raise CliError(str(exc)) from None
@@ -162,7 +181,11 @@ def _import_openapi(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--name", type=_name, help="world name (default: from the server's or the API's title)")
+    p.add_argument(
+        "--name",
+        type=_name,
+        help="world name (default: the --out folder's name, else from the server's or API's title)",
+    )
     p.add_argument("--out", type=Path, metavar="DIR", help="world folder to write (default: tool_specs/NAME)")
     p.add_argument("--force", action="store_true", help="replace an existing world folder (all of it)")
 
@@ -177,7 +200,7 @@ def register(sub: Any) -> None:
         description="simia import mcp URL [--header K:V]...  |  simia import mcp [options] -- COMMAND ARGS...",
     )
     m.add_argument("target", nargs="+", metavar="URL | COMMAND", help="streamable HTTP URL, or a stdio command")
-    m.add_argument("--header", action="append", type=_header, metavar="NAME:VALUE", help="HTTP header (repeatable)")
+    m.add_argument("--header", action="append", type=http_header, metavar="NAME:VALUE", help="HTTP header (repeatable)")
     m.add_argument("--env", action="append", type=_env, metavar="NAME=VALUE", help="environment of a stdio server")
     m.add_argument(
         "--probe",
@@ -204,6 +227,11 @@ def register(sub: Any) -> None:
         default=MAX_SPEC_BYTES / 1024 / 1024,
         metavar="MB",
         help=f"largest description read ({MAX_SPEC_BYTES // 1024 // 1024})",
+    )
+    o.add_argument(
+        "--allow-remote-refs",
+        action="store_true",
+        help="fetch $refs to http(s) URLs (default: refused; files outside the description's folder always are)",
     )
     _common(o)
     o.set_defaults(func=_import_openapi)

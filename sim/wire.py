@@ -22,6 +22,8 @@ __all__ = [
     "META_ERROR_CODE",
     "META_ERROR_KIND",
     "META_INJECTED",
+    "META_PROGRESS",
+    "META_REWARD",
     "META_SEQ",
     "CreateEpisode",
     "EndEpisode",
@@ -51,6 +53,11 @@ META_ERROR_CODE = "simia/error_code"
 """`_meta` key of an error result: one of the tool's documented codes or a small generic set."""
 META_INJECTED = "simia/injected"
 """`_meta` key of a result a perturbation changed: the fault's kind (`simia.sim.engine.faults`)."""
+META_REWARD = "simia/reward"
+"""`_meta` key of a committed call's result, for a task with checks: the call's shaped reward (the progress its
+state change made on the task's checks, `ProgressStep.reward`); absent for an episode without checks."""
+META_PROGRESS = "simia/progress"
+"""`_meta` key beside `META_REWARD`: the progress (Phi, 0 to 1) after the call (`ProgressStep.progress`)."""
 
 
 class _Request(BaseModel):
@@ -191,6 +198,7 @@ class TaskInfo(_Answer):
     id: str
     instruction: str
     user_hidden: str | None = None
+    persona: str | None = Field(default=None, description="How its simulated user behaves (a persona name).")
 
 
 class WorldInfo(_Answer):
@@ -272,7 +280,7 @@ class Event(_Answer):
     detail: str = ""
     time: float = 0.0
     injected: str | None = None
-    source: Literal["real", "simulated"] = "simulated"
+    source: Literal["real", "simulated", "state"] = "simulated"  # state: the tool's grounding answered, no model
 
 
 class EpisodeDetail(EndedEpisode):

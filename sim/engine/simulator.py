@@ -1,10 +1,11 @@
 """The simulator: turns (world, state, recent calls, one call) into a validated result and a new state.
 
-One structured model request answers each call. The answer is checked (answer
-shape, the tool's `outputSchema`, the patch applies, the new state satisfies
-`state_schema`); a bad answer is retried with the problem fed back, and after the
-last attempt the call fails cleanly as an infrastructure error. The state passed
-in is never modified; a `Step` carries the new one.
+A call the tool's grounding fully decides is answered from the state without a model (`grounded`, a Step with
+`source="state"`). Every other call is one structured model request (given the declared parts of a guided tool
+as fixed facts). The answer is checked (answer shape, the tool's `outputSchema`, the patch applies, the new state
+satisfies `state_schema`, nothing contradicts the declared parts); a bad answer is retried with the problem fed
+back, and after the last attempt the call fails cleanly as an infrastructure error. The state passed in is never
+modified; a `Step` carries the new one.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal
 
@@ -22,6 +23,7 @@ from ..records import PastCall, result_text
 from ..schema import validate_instance
 from ..storage import ResponseCache, cache_key
 from ..world import State, ToolSpec, World, apply_patch, as_state, compact_json
+from .grounded import Broken, Plan, Refused, contradiction, facts, merged_patch, plan_call
 from .index import StateIndexes
 from .prompts import PROMPT_VERSION, answer_schema, system_prompt, user_prompt
 from .slicing import StateView, state_view
@@ -58,6 +60,7 @@ class Step:
         state: the state after the call (the same object when nothing changed).
         state_patch: the RFC 6902 patch that was applied.
         detail: for developers only (never sent to the agent): why an infra error happened.
+        source: `simulated` (a model answered) or `state` (the tool's grounding decided it, no model).
     """
 
     tool: str
@@ -75,6 +78,7 @@ class Step:
     cached: bool = False
     model: str = ""
     detail: str = ""
+    source: str = "simulated"
 
 
 def _agent_error(call: ToolCall, state: dict[str, Any], code: str, text: str) -> Step:
@@ -181,18 +185,23 @@ class Simulator:
     ) -> list[dict[str, Any]]:
         """The prompt for `call`: the world's stable system message, then window, state and call. (Indexes a
         state whose base it has not seen here, on the calling thread: `step` does that in a worker thread.)"""
-        indexed = self.indexes.index_of(_current(world, state))
+        current = _current(world, state)
+        indexed = self.indexes.index_of(current)
         view = state_view(indexed, call.arguments, world.simulator.max_state_chars)
-        return self._messages(world, window, call, view)
+        tool = world.tool(call.tool)
+        plan = plan_call(world, tool, current, call.arguments) if tool is not None and tool.grounding else None
+        return self._messages(world, window, call, view, plan if isinstance(plan, Plan) else None)
 
     def _messages(
-        self, world: World, window: Sequence[PastCall], call: ToolCall, view: StateView
+        self, world: World, window: Sequence[PastCall], call: ToolCall, view: StateView, plan: Plan | None = None
     ) -> list[dict[str, Any]]:
         system = self._system.get(world.content_hash)
         if system is None:
             system = self._system[world.content_hash] = system_prompt(world)
         recent = list(window)[-world.simulator.window :] if world.simulator.window else []
         user = user_prompt(call.tool, call.arguments_json, view.text, recent, sliced=view.sliced)
+        if plan is not None:
+            user = f"{user}\n\n{facts(plan)}"
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     async def step(
@@ -218,16 +227,22 @@ class Simulator:
             return _agent_error(_recordable(call, limit), state, code, problem or "")
         start = time.monotonic()
         current = _current(world, state)
+        plan: Plan | None = None
+        if tool.grounding is not None:
+            decided = plan_call(world, tool, current, call.arguments)
+            if not isinstance(decided, Plan) or decided.exact:  # the state decides: no model, nothing cached
+                return _from_state(decided, call, state, start)
+            plan = decided
         view = state_view(await self.indexes.aindex_of(current), call.arguments, world.simulator.max_state_chars)
         if view.named_chars > world.simulator.max_named_chars:
             return _too_large(world, call, state, view, start)
         keys = self._cache_keys(world, tool, current, call, seed)
         if keys is not None and self.cache is not None:
             hit = await self.cache.get(keys[0])
-            result = self._check(world, tool, state, current, hit) if hit is not None else None
+            result = self._check(world, tool, state, current, hit, plan) if hit is not None else None
             if isinstance(result, Step):
                 return _finish(result, call, Usage(), start, 0, cached=True, model=self.backend.model)
-        return await self._simulate(world, tool, state, current, window, call, view, seed, keys, start)
+        return await self._simulate(world, tool, state, current, window, call, view, seed, keys, start, plan)
 
     def _answer_schema(self, world: World, tool: ToolSpec) -> dict[str, Any]:
         """The answer schema of `tool`, built once per world and tool, not on every call."""
@@ -270,10 +285,11 @@ class Simulator:
         seed: int | None,
         keys: tuple[str, str] | None,
         start: float,
+        plan: Plan | None,
     ) -> Step:
         """Ask the model, feeding each invalid answer's problem back, up to `max_attempts` times."""
         schema = self._answer_schema(world, tool)
-        messages = self._messages(world, window, call, view)
+        messages = self._messages(world, window, call, view, plan)
         usage = Usage()
         last_problem = ""
         for attempt in range(1, self.max_attempts + 1):
@@ -297,7 +313,7 @@ class Simulator:
             except Exception as exc:  # BackendError, or a backend bug: a recorded infra failure, never a lost call
                 return self._backend_failed(exc, call, state, usage, start, attempt)
             usage = usage + completion.usage
-            result = self._check(world, tool, state, current, completion.data)
+            result = self._check(world, tool, state, current, completion.data, plan)
             if isinstance(result, Step):
                 if keys is not None and self.cache is not None:
                     await self.cache.put(keys[0], keys[1], completion.data, completion.model)
@@ -332,10 +348,16 @@ class Simulator:
         return _infra(call, state, "backend_error", message, usage, start, attempt, detail=detail)
 
     def _check(
-        self, world: World, tool: ToolSpec, state: dict[str, Any], current: State, data: dict[str, Any]
+        self,
+        world: World,
+        tool: ToolSpec,
+        state: dict[str, Any],
+        current: State,
+        data: dict[str, Any],
+        plan: Plan | None = None,
     ) -> Step | str:
-        """Validate an answer; returns the Step (its state: `state` itself when unchanged, else `current`
-        patched), or the problem to feed back."""
+        """Validate an answer (against the declared parts of a guided call too); returns the Step (its state:
+        `state` itself when unchanged, else `current` patched), or the problem to feed back."""
         problem = _envelope_problem(world, tool, data)
         if problem:
             return "the answer does not match the answer schema: " + problem
@@ -344,6 +366,9 @@ class Simulator:
         if is_error:
             # Errors never change the state: a patch that came with one is dropped, not applied.
             code = data["error_code"]
+            problem = contradiction(plan, is_error=True, code=code, output=None, patch=[]) if plan else ""
+            if problem:
+                return problem
             message = str(data.get("message") or "").strip() or code.replace("_", " ")
             return Step(
                 tool.name,
@@ -364,6 +389,11 @@ class Simulator:
             problems = validate_instance(tool.output_schema, output)
             if problems:
                 return "output breaks the tool's outputSchema: " + "; ".join(problems[:3])
+        if plan is not None:
+            problem = contradiction(plan, is_error=False, code=None, output=output, patch=patch)
+            if problem:
+                return problem
+            patch = merged_patch(plan, patch)
         try:
             new_state = apply_patch(current, patch, world.state_schema) if patch else state
         except StateError as exc:
@@ -428,6 +458,42 @@ def _too_large(world: World, call: ToolCall, state: dict[str, Any], view: StateV
 def _prompt_cache_key(world: World) -> str:
     """The provider prompt-cache key of `world`'s calls: all its episodes share the system block's prefix."""
     return f"simia-{world.content_hash[:16]}-{PROMPT_VERSION}"
+
+
+def _from_state(decided: Plan | Refused | Broken, call: ToolCall, state: dict[str, Any], start: float) -> Step:
+    """The Step of a call the state decided: an exact answer, its declared error, or a declaration that failed."""
+    latency = (time.monotonic() - start) * 1000
+    if isinstance(decided, Broken):
+        text = "The tool failed to produce a valid result. Try again."
+        step = _infra(call, state, "invalid_simulation", text, Usage(), start, 0, detail=decided.detail)
+        return replace(step, source="state")
+    if isinstance(decided, Refused):
+        return Step(
+            call.tool,
+            call.arguments,
+            None,
+            decided.text,
+            True,
+            state,
+            error_code=decided.code,
+            error_kind="agent",
+            latency_ms=latency,
+            detail=decided.detail,
+            source="state",
+        )
+    output = decided.output or {}
+    new_state = decided.state if decided.effects else state
+    return Step(
+        call.tool,
+        call.arguments,
+        output,
+        result_text(output),
+        False,
+        new_state,
+        state_patch=decided.effects,
+        latency_ms=latency,
+        source="state",
+    )
 
 
 def _feedback(problem: str) -> str:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from .bootstrap import BootstrapConfig, BootstrapReport, bootstrap, check_task
 from .dialects import upgrade_schema
-from .imported import ImportedWorld, ReportEntry
+from .documents import MAX_SPEC_BYTES, load_spec
+from .imported import ImportedWorld, ReportEntry, normal_modes
 from .mcp import (
     ProbeCall,
     ProbeResult,
@@ -15,9 +16,10 @@ from .mcp import (
     check_probe_calls,
     is_read_only,
     parse_probe_calls,
+    real_server_record,
     world_from_listing,
 )
-from .openapi import MAX_SPEC_BYTES, OperationFilter, import_openapi, load_spec
+from .openapi import OperationFilter, import_openapi
 
 __all__ = [
     "MAX_SPEC_BYTES",
@@ -35,7 +37,9 @@ __all__ = [
     "import_openapi",
     "is_read_only",
     "load_spec",
+    "normal_modes",
     "parse_probe_calls",
+    "real_server_record",
     "upgrade_schema",
     "world_from_listing",
 ]

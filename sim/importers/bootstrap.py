@@ -4,8 +4,11 @@ Every draft is checked before anything is written: the state must fit the drafte
 each task's `expected_state` rules must fail on
 the task's initial state (otherwise any agent passes) and point into the state, and its
 `initial_state_patch` must apply. A bad draft is retried with its problems fed back, then
-dropped with its reasons in `bootstrap_report.json`. Hand-written files are never
-overwritten without `force`; a re-run keeps what an earlier run wrote and drafts the rest.
+dropped with its reasons in `bootstrap_report.json`. Hand-written content (state.json, tasks, a
+`state_schema` in world.yaml) is never overwritten without `force`: a kept schema is the one the drafted
+state must satisfy. The state skeleton an import wrote (REST collections keyed by id, recorded in
+import_report.json) is not hand-written: it is drafted over, keeping each collection an object keyed by id,
+so the tools' declarations still point into it. A re-run keeps what an earlier run wrote and drafts the rest.
 Files are written atomically and the finished folder must load (`load_world`).
 """
 
@@ -27,6 +30,7 @@ from ..errors import BackendError, StateError, WorldError
 from ..judging import rule_checks
 from ..schema import validate_instance
 from ..world import Task, World, apply_patch, atomic_write_text, is_missing, load_world, resolve_pointer, world_card
+from .imported import REPORT_FILE, SKELETON_KEY, normal_modes
 
 __all__ = ["BootstrapConfig", "BootstrapReport", "bootstrap", "check_task"]
 
@@ -130,22 +134,50 @@ def _ask_json(problems: list[str]) -> str:
     return "Your answer had these problems; answer again, fixing them:\n- " + "\n- ".join(problems[:10])
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """What a drafted state must keep: a hand-written state_schema, and the collections the tools' declarations
+    point into (an import's skeleton: each an object keyed by record id)."""
+
+    schema: dict[str, Any] | None = None
+    collections: tuple[str, ...] = ()
+
+    def prompt(self) -> str:
+        lines = []
+        if self.collections:
+            listed = ", ".join(f"`{c}`" for c in self.collections)
+            lines.append(
+                f"The state must hold the collections {listed}, each a JSON object whose keys are the records' ids "
+                'and whose values are the records (e.g. {"' + self.collections[0] + '": {"<id>": {...}}}): the '
+                "tools' declarations read and write records at /<collection>/<id>."
+            )
+        if self.schema is not None:
+            lines.append(
+                "The state must satisfy this state_schema, which is kept as it is (answer it back unchanged): "
+                + json.dumps(self.schema, ensure_ascii=False)[:4000]
+            )
+        return "\n".join(lines)
+
+
 async def _draft_state(
-    world: World, backend: Backend, config: BootstrapConfig, report: BootstrapReport
+    world: World, backend: Backend, config: BootstrapConfig, report: BootstrapReport, layout: _Layout
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You design the backing data of simulated tool environments. Answer JSON."},
         {
             "role": "user",
             "content": f"{world_card(world)}\n\n# Your task\nDraft the world's state: a JSON object holding the "
-            f"records these tools read and change (about {config.entities} per collection, keyed by the ids the "
-            "tools take), and a JSON Schema (`state_schema`, type object) that the state satisfies. Use the field "
-            'names the tools\' inputs and outputs use. Answer {"state_schema": {...}, "state": {...}}.',
+            f"records these tools read and change (about {config.entities} per collection, each collection an "
+            "object keyed by the ids the tools take), and a JSON Schema (`state_schema`, type object) that the "
+            "state satisfies. Use the field names the tools' inputs and outputs use. "
+            f'{layout.prompt()}\nAnswer {{"state_schema": {{...}}, "state": {{...}}}}.',
         },
     ]
     for _ in range(config.max_attempts):
         data = await _complete(backend, messages, STATE_ANSWER, "world_state", config, report)
-        problems = _state_problems(data, report.last_model_problem)
+        if data is not None and layout.schema is not None:
+            data = {**data, "state_schema": layout.schema}  # a hand-written schema is never replaced
+        problems = _state_problems(data, report.last_model_problem, layout)
         if data is not None and not problems:
             return data["state_schema"], data["state"]
         report.state_problems = problems
@@ -156,7 +188,7 @@ async def _draft_state(
     return None
 
 
-def _state_problems(data: dict[str, Any] | None, model_problem: str) -> list[str]:
+def _state_problems(data: dict[str, Any] | None, model_problem: str, layout: _Layout) -> list[str]:
     """Why a drafted state is unusable. Whether it holds what the tools refer to is not checked here: the
     tasks drafted next must point into it, and a task whose pointers do not resolve is dropped."""
     if data is None:
@@ -166,8 +198,13 @@ def _state_problems(data: dict[str, Any] | None, model_problem: str) -> list[str
         return ["state_schema must be a JSON Schema object with type object"]
     if not isinstance(state, dict) or not state:
         return ["state must be a non-empty JSON object"]
+    problems = [
+        f"state.{name} must be an object whose keys are record ids and whose values are the records"
+        for name in layout.collections
+        if not isinstance(state.get(name), dict) or not all(isinstance(r, dict) for r in state[name].values())
+    ]
     try:
-        problems = [f"state breaks state_schema: {p}" for p in validate_instance(schema, state)]
+        problems += [f"state breaks state_schema: {p}" for p in validate_instance(schema, state)]
     except Exception as exc:  # an invalid schema: say why, the model retries
         return [f"state_schema is not a valid JSON Schema: {exc}"]
     return problems
@@ -262,15 +299,20 @@ async def bootstrap(folder: str | Path, backend: Backend, config: BootstrapConfi
     raw_world = yaml.safe_load(world_file.read_text(encoding="utf-8"))
     schema: dict[str, Any] | None = world.state_schema
     state = copy.deepcopy(world.initial_state)
-    if state and not config.force:
+    skeleton = _import_skeleton(folder)
+    hand_written = bool(state) and state != skeleton
+    if hand_written and not config.force:
         report.state = "kept (existing state.json)"
     else:
-        drafted = await _draft_state(world, backend, config, report)
+        kept_schema = "state_schema" in raw_world and not config.force
+        layout = _Layout(schema if kept_schema else None, tuple(skeleton or {}))
+        drafted = await _draft_state(world, backend, config, report, layout)
         if drafted is None:
             report.state = "dropped"
         else:
             schema, state = drafted
-            report.state, report.state_problems = "drafted", []
+            report.state = "drafted (to the existing state_schema)" if kept_schema else "drafted"
+            report.state_problems = []
     existing = [] if config.force else list(world.tasks)
     report.tasks_kept = [t.id for t in existing]
     new: list[Task] = []
@@ -279,9 +321,21 @@ async def bootstrap(folder: str | Path, backend: Backend, config: BootstrapConfi
             world, state, schema, backend, config, report, {t.id for t in existing}, config.tasks - len(existing)
         )
     report.tasks_written = [t.id for t in new]
-    _write(folder, raw_world, schema, state, [*existing, *new], report, changed_state=report.state == "drafted")
+    written = _write(
+        folder, raw_world, schema, state, [*existing, *new], report, changed_state=report.state.startswith("drafted")
+    )
     atomic_write_text(folder / "bootstrap_report.json", json.dumps(asdict(report), indent=1) + "\n")
+    normal_modes(folder, [*written, "bootstrap_report.json"])
     return report
+
+
+def _import_skeleton(folder: Path) -> dict[str, Any] | None:
+    """The state skeleton `simia import` wrote (recorded in import_report.json), or None."""
+    try:
+        recorded = json.loads((folder / REPORT_FILE).read_text(encoding="utf-8")).get(SKELETON_KEY)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
 
 
 def _write(
@@ -293,18 +347,21 @@ def _write(
     report: BootstrapReport,
     *,
     changed_state: bool,
-) -> None:
-    """Write the files, after checking in a scratch copy that the whole folder loads."""
+) -> list[str]:
+    """Write the files, after checking in a scratch copy that the whole folder loads; returns their names."""
     files: dict[str, str] = {}
     if changed_state:
         files["state.json"] = json.dumps(state, indent=1, ensure_ascii=False) + "\n"
-        files["world.yaml"] = yaml.safe_dump({**raw_world, "state_schema": schema}, sort_keys=False, allow_unicode=True)
+        if raw_world.get("state_schema") != schema:
+            files["world.yaml"] = yaml.safe_dump(
+                {**raw_world, "state_schema": schema}, sort_keys=False, allow_unicode=True
+            )
     if report.tasks_written:
         files["tasks.jsonl"] = "".join(
             json.dumps(t.model_dump(exclude_defaults=True), ensure_ascii=False) + "\n" for t in tasks
         )
     if not files:
-        return
+        return []
     with tempfile.TemporaryDirectory() as scratch:
         trial = Path(scratch) / folder.name
         _copy_world(folder, trial)
@@ -316,6 +373,7 @@ def _write(
             raise WorldError(exc.world, exc.issues, str(folder)) from None
     for name, text in files.items():
         atomic_write_text(folder / name, text)
+    return list(files)
 
 
 def _copy_world(source: Path, target: Path) -> None:

@@ -3,16 +3,18 @@
 Both importers (`simia import mcp`, `simia import openapi`) build an `ImportedWorld`: the
 world's header, its tools in MCP wire shape (plus simia's `errors`), optional reference
 examples, and a `report` that says what was skipped or changed and why. `files()` renders
-the world folder (world.yaml, tools.json, policy.md, examples/, import_report.json) for
+the world folder (world.yaml, tools.json, policy.md, examples/, a state.json skeleton, import_report.json) for
 `simia.sim.world.files.write_world`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema_rs
@@ -22,9 +24,19 @@ from jsonschema.exceptions import SchemaError
 
 from ..world import TOOL_NAME, WORLD_NAME
 
-__all__ = ["ImportedWorld", "ReportEntry", "mcp_tool_name", "tool_schema_problem", "unique_name", "world_name"]
+__all__ = [
+    "ImportedWorld",
+    "ReportEntry",
+    "mcp_tool_name",
+    "normal_modes",
+    "tool_schema_problem",
+    "unique_name",
+    "world_name",
+]
 
 REPORT_FILE = "import_report.json"
+SKELETON_KEY = "state_skeleton"
+"""Where import_report.json records the state.json the import wrote (so bootstrap can tell it from a person's)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,7 @@ class ImportedWorld:
     report: list[ReportEntry] = field(default_factory=list)
     source: str = ""
     real_server: dict[str, Any] | None = None  # where tools routed `real` go (an MCP import records its server)
+    state: dict[str, Any] | None = None  # an initial state skeleton (REST collections keyed by id, still empty)
 
     def skipped(self) -> list[ReportEntry]:
         return [entry for entry in self.report if entry.kind == "skipped"]
@@ -77,7 +90,10 @@ class ImportedWorld:
             files["policy.md"] = self.policy.strip() + "\n"
         for name, example in self.examples.items():
             files[f"examples/{name}.json"] = json.dumps(example, indent=1, ensure_ascii=False) + "\n"
-        report = {"source": self.source, "report": [vars(entry) for entry in self.report]}
+        report: dict[str, Any] = {"source": self.source, "report": [vars(entry) for entry in self.report]}
+        if self.state is not None:
+            files["state.json"] = json.dumps(self.state, indent=1, ensure_ascii=False) + "\n"
+            report[SKELETON_KEY] = self.state  # `simia bootstrap` drafts over it: it is not hand-written
         files[REPORT_FILE] = json.dumps(report, indent=1, ensure_ascii=False) + "\n"
         return files
 
@@ -136,3 +152,19 @@ def tool_schema_problem(schema: dict[str, Any]) -> str | None:
     if schema.get("type") != "object":
         return f"the root must be 'type: object' (MCP requires it), got {schema.get('type')!r}"
     return None
+
+
+def normal_modes(folder: str | Path, paths: Iterable[str | Path] | None = None) -> None:
+    """Give `folder` and the files in it (or only `paths`, relative to it) the modes a new folder and file get
+    under the process's umask (0755 and 0644 under 022): the safe writers stage in private temporary files
+    (modes 0700 and 0600), which would otherwise stay on a world meant to be shared and served.
+    """
+    folder = Path(folder)
+    mask = os.umask(0)
+    os.umask(mask)
+    targets = [folder / p for p in paths] if paths is not None else [folder, *folder.rglob("*")]
+    for path in targets:
+        if path.is_dir() and not path.is_symlink():
+            path.chmod(0o777 & ~mask)
+        elif path.is_file() and not path.is_symlink():
+            path.chmod(0o666 & ~mask)

@@ -14,23 +14,38 @@ A probe file (`--probe CALLS.jsonl`) holds one call a line:
 Calls that share a `trajectory` become one example, in file order; others one example each.
 A chat `tool` message has no error flag, so the text of an `isError` result is prefixed with
 "Error: " (unless it already starts with "error").
+
+The `real_server` the world records keeps the `--header` and `--env` the server needed, never their values:
+a value given with `${NAME}` references is written as given (the import itself reads NAME from its
+environment), and any other value becomes a reference to a variable named after the header or the
+variable (`Authorization: Bearer abc` -> `Bearer ${AUTHORIZATION}`, `API_KEY=abc` -> `${API_KEY}`); the
+import report says which variables `simia serve` needs.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..schema import validate_instance
-from ..world import TOOL_NAME, ToolSpec, openai_tool_call
+from ..world import TOOL_NAME, RealServer, ToolSpec, openai_tool_call
 from .dialects import upgrade_schema
 from .imported import ImportedWorld, ReportEntry, mcp_tool_name, tool_schema_problem, world_name
 
-__all__ = ["ProbeCall", "ProbeResult", "ServerListing", "is_read_only", "parse_probe_calls", "world_from_listing"]
+__all__ = [
+    "ProbeCall",
+    "ProbeResult",
+    "ServerListing",
+    "is_read_only",
+    "parse_probe_calls",
+    "real_server_record",
+    "world_from_listing",
+]
 
 _WIRE_FIELDS = {(f.alias or n) for n, f in ToolSpec.model_fields.items()} - {"errors"}
 
@@ -69,7 +84,58 @@ class ServerListing:
     instructions: str | None = None
     probes: list[ProbeResult] = field(default_factory=list)
     report: list[ReportEntry] = field(default_factory=list)
-    real_server: dict[str, Any] | None = None  # world.yaml's `real_server`: {"url"} or {"command"}
+    real_server: dict[str, Any] | None = None  # world.yaml's `real_server` (`real_server_record`)
+
+
+def real_server_record(
+    target: str | Sequence[str], headers: Mapping[str, str], env: Mapping[str, str]
+) -> tuple[dict[str, Any], dict[str, str], list[ReportEntry]]:
+    """world.yaml's `real_server` for a server reached at `target` with `headers` (a URL) or `env` (a command):
+    each value without a `${NAME}` reference replaced by one (its scheme kept: `Bearer ${AUTHORIZATION}`).
+
+    Returns:
+        the record; the values of the variables it introduced (with the import's own environment, what
+        `RealServer.resolved` fills the record with to connect); a report note naming the variables
+        `simia serve` will need.
+
+    Raises:
+        ValueError: a malformed `${...}` in a given value, named.
+    """
+    record: dict[str, Any] = {"url": target} if isinstance(target, str) else {"command": list(target)}
+    given: dict[str, str] = {}
+    for kind, values in (("headers", headers), ("env", env)):
+        written: dict[str, str] = {}
+        for name, value in values.items():
+            if "${" in value:
+                written[name] = value  # already names where it comes from
+                continue
+            variable = name if kind == "env" else re.sub(r"[^A-Z0-9]+", "_", name.upper()).strip("_") or "HEADER"
+            scheme = _SCHEME.fullmatch(value) if name.lower() in ("authorization", "proxy-authorization") else None
+            written[name] = f"{scheme.group(1)} ${{{variable}}}" if scheme else f"${{{variable}}}"
+            given[variable] = scheme.group(2) if scheme else value
+        if written:
+            record[kind] = written
+    try:
+        variables = RealServer.model_validate(record).variables()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(["real_server", *(str(part) for part in first["loc"])])
+        raise ValueError(f"{where}: {first['msg'].removeprefix('Value error, ')}") from None
+    notes = []
+    if variables:
+        names = ", ".join(variables)
+        notes.append(
+            ReportEntry(
+                "note",
+                "real_server",
+                f"world.yaml reads {names} from the environment (its headers/env name them, never the values "
+                f"given here): set {'them' if len(variables) > 1 else 'it'} where simia serve runs",
+            )
+        )
+    return record, given, notes
+
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9_-]*) +(\S.*)")
 
 
 def is_read_only(tool: dict[str, Any]) -> bool:

@@ -2,16 +2,19 @@
 
 `load_spec` reads a local YAML or JSON file. `import_openapi` validates the description with
 `openapi-spec-validator` (its problems become report notes: real descriptions often have a
-few), resolves `$ref`s with `jsonref` (local ones and files beside the spec; never the
-network), and maps each operation:
+few), resolves `$ref`s with `jsonref` through `documents.RefLoader` (files inside the
+description's folder; remote documents only when asked), and maps each operation:
 
     name          operationId, or method + path; made MCP-valid and unique
     description   summary and description (title: the summary)
     inputSchema   path, query, header and cookie parameters, and the JSON request body (as `body`)
-    outputSchema  the first 2xx JSON response; a root that is not an object is wrapped as `result`
+    outputSchema  the first 2xx JSON response; `allOf` parts merged into one object (`object_root`), a root
+                  that is not an object wrapped as `result`; the response's own examples checked against it
     errors        each documented 4xx/5xx response: {code: not_found, when: "HTTP 404: ..."}
     annotations   readOnlyHint for GET/HEAD/OPTIONS/TRACE, destructiveHint for DELETE, idempotentHint for PUT/DELETE
     _meta         {"simia/openapi": {"method", "path", "operationId"}}: where the tool came from
+    grounding     for REST resources (`/things`, `/things/{id}`): reads, effects and preconditions over a
+                  state laid out as `{"things": {id: record}}` (`simia.sim.importers.rest`; state.json a skeleton)
 
 Security requirements go into the world's policy. Operations that cannot be a tool (a request
 body that is not JSON, a broken `$ref`, a file upload) are skipped, and every skip or change
@@ -20,33 +23,27 @@ is a `ReportEntry` with the reason.
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
 import fnmatch
 import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import jsonref
-import yaml
 from openapi_spec_validator.shortcuts import get_validator_cls
 from openapi_spec_validator.validation.exceptions import ValidatorDetectError
 
 from ..errors import ImportSourceError
+from ..schema import validate_instance
+from .documents import MAX_SPEC_BYTES, Fetch, RefLoader, RefusedReference, load_spec, refusal
 from .imported import ImportedWorld, ReportEntry, mcp_tool_name, tool_schema_problem, unique_name, world_name
-from .openapi_schemas import SchemaConverter, SchemaTooLarge, UnsupportedSchema, plain
+from .openapi_schemas import SchemaConverter, SchemaTooLarge, UnsupportedSchema, object_root, plain
+from .rest import RestOperation, propose_groundings
 
 __all__ = ["MAX_SPEC_BYTES", "OperationFilter", "import_openapi", "load_spec"]
 
-MAX_SPEC_BYTES = 16 * 1024 * 1024
-"""The largest description `load_spec` reads unless told otherwise (GitHub's REST description is ~11 MB)."""
-MAX_NODES = 5_000_000
-"""Values a parsed description may hold (YAML aliases can make a small file expand without bound)."""
 VALIDATE_MAX_CHARS = 4 * 1024 * 1024
 """Descriptions larger than this (as compact JSON) skip openapi-spec-validator's whole-document check."""
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -67,75 +64,6 @@ class OperationFilter:
 
     def __bool__(self) -> bool:
         return bool(self.tags or self.paths or self.operations)
-
-
-def load_spec(path: str | Path, *, max_bytes: int = MAX_SPEC_BYTES) -> dict[str, Any]:
-    """Read a YAML or JSON description into plain JSON data (string keys, dates as ISO strings).
-
-    Raises:
-        ImportSourceError: missing, too large, not YAML/JSON, or not a mapping.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise ImportSourceError(f"no file at {str(path)!r}; give the path of an OpenAPI YAML or JSON file")
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise ImportSourceError(
-            f"{path} is {size / _MB:.1f} MB, over the {max_bytes / _MB:g} MB limit; "
-            f"pass --max-size-mb {int(size / _MB) + 1} to read it anyway"
-        )
-    data = _parse(path.read_bytes(), str(path))
-    if not isinstance(data, dict):
-        raise ImportSourceError(f"{path} holds a {type(data).__name__}, not an OpenAPI description (a mapping)")
-    return data
-
-
-def _parse(raw: bytes, where: str) -> Any:
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ImportSourceError(f"{where} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
-    if text.lstrip().startswith(("{", "[")):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            pass  # YAML flow style also starts with a brace
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        data = yaml.load(text, Loader=loader)  # a safe loader (C or pure Python)
-    except yaml.MarkedYAMLError as exc:
-        line = f" (line {exc.problem_mark.line + 1})" if exc.problem_mark else ""
-        raise ImportSourceError(f"{where} is not YAML or JSON: {exc.problem}{line}") from None
-    except yaml.YAMLError as exc:
-        raise ImportSourceError(f"{where} is not YAML or JSON: {exc}") from None
-    return _jsonable(data, [0])
-
-
-def _jsonable(value: Any, count: list[int]) -> Any:
-    """YAML data as JSON data: string keys (`200:` is an int in YAML), dates as ISO strings, aliases bounded."""
-    count[0] += 1
-    if count[0] > MAX_NODES:
-        raise ImportSourceError(f"the description expands to more than {MAX_NODES} values (YAML aliases?)")
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v, count) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_jsonable(v, count) for v in value]
-    if isinstance(value, dt.date | dt.datetime):
-        return value.isoformat()
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)
-
-
-def _local_loader(uri: str) -> Any:
-    """jsonref's loader: files beside the description only; the network is never reached."""
-    parts = urlsplit(uri)
-    if parts.scheme != "file":
-        raise ImportSourceError(f"external reference {uri} not followed (only local files are read)")
-    path = Path(unquote(parts.path))
-    if not path.is_file() or path.stat().st_size > MAX_SPEC_BYTES:
-        raise ImportSourceError(f"no readable file {path}")
-    return _parse(path.read_bytes(), str(path))
 
 
 @dataclass
@@ -165,6 +93,9 @@ class _Operation:
     path_item: dict[str, Any]
     name: str = ""
     label: str = field(init=False)
+    arguments: dict[str, str] = field(default_factory=dict)  # path and query parameter -> its inputSchema key
+    query: list[str] = field(default_factory=list)  # the query parameters' names
+    body: str | None = None  # the inputSchema key of a required JSON request body
 
     def __post_init__(self) -> None:
         self.label = f"{self.method.upper()} {self.path}"
@@ -181,21 +112,25 @@ def import_openapi(
     name: str | None = None,
     select: OperationFilter | None = None,
     source: str = "",
+    fetch: Fetch | None = None,
 ) -> ImportedWorld:
     """Turn an OpenAPI description into world data, one tool per selected operation.
 
     Args:
         spec: the parsed description (see `load_spec`).
-        base_uri: where it was read from (a `file://` URI), for references to files beside it.
+        base_uri: where it was read from (a `file://` URI): references may read files in its folder only.
         name: the world name (default: from `info.title`).
         select: which operations to import (default: all).
         source: how the report names the description.
+        fetch: reads a remote document a `$ref` names (default: remote references are refused).
 
     Returns:
-        The world and its report (skipped operations, changes, the description's own validation problems).
+        The world and its report (skipped operations, changes, the description's own validation problems,
+        response examples the imported outputSchema refuses).
 
     Raises:
-        ImportSourceError: not OpenAPI, no paths, a filter that matches nothing, or no importable operation.
+        ImportSourceError: not OpenAPI, no paths, a filter that matches nothing, no importable operation, or
+            a `$ref` that leads outside the description's folder (or to the network without `fetch`).
     """
     where = source or "the description"
     version = _version(spec, where)
@@ -208,14 +143,30 @@ def import_openapi(
         version=str(info.get("version") or "1"),
         source=source,
     )
-    world.report += _validation_notes(spec, base_uri)
-    resolved = jsonref.replace_refs(spec, base_uri=base_uri, loader=_local_loader, merge_props=version.v31)
+    loader = RefLoader(base_uri, fetch)
+    world.report += _validation_notes(spec, base_uri, loader)
+    resolved = jsonref.replace_refs(spec, base_uri=base_uri, loader=loader, merge_props=version.v31)
+    try:
+        _import_operations(world, resolved, version, info, select or OperationFilter(), where)
+    except jsonref.JsonRefError as exc:  # outside any one operation (a path item, the security schemes)
+        raise refusal(exc, where) or ImportSourceError(f"{where}: broken $ref: {_ref_problem(exc)}") from None
+    if "webhooks" in spec and isinstance(spec["webhooks"], dict) and spec["webhooks"]:
+        world.report.append(
+            ReportEntry("skipped", "webhooks", f"{len(spec['webhooks'])} webhook(s): calls the API makes, not tools")
+        )
+    return world
+
+
+def _import_operations(
+    world: ImportedWorld, resolved: Any, version: _Version, info: dict[str, Any], select: OperationFilter, where: str
+) -> None:
     operations = _operations(resolved, world.report)
     if not operations:
         raise ImportSourceError(f"{where} has no operations under 'paths'")
-    chosen = _select(operations, select or OperationFilter(), where)
+    chosen = _select(operations, select, where)
     _name_operations(chosen, world.report)
     security: dict[str, list[str]] = {}
+    imported: list[_Operation] = []
     for operation in chosen:
         try:
             tool = _tool(operation, resolved, version, world.report)
@@ -223,27 +174,43 @@ def import_openapi(
             world.report.append(ReportEntry("skipped", operation.label, str(exc)))
             continue
         except jsonref.JsonRefError as exc:
+            refused = refusal(exc, operation.label)
+            if refused is not None:
+                raise refused from None
             world.report.append(ReportEntry("skipped", operation.label, f"broken $ref: {_ref_problem(exc)}"))
             continue
         except RecursionError:  # jsonref follows a $ref to a $ref ... back to the first one without end
             world.report.append(ReportEntry("skipped", operation.label, _CYCLE))
             continue
         world.tools.append(tool)
+        imported.append(operation)
         security.setdefault(_requirement_text(operation, resolved), []).append(tool["name"])
-    if "webhooks" in spec and isinstance(spec["webhooks"], dict) and spec["webhooks"]:
-        world.report.append(
-            ReportEntry("skipped", "webhooks", f"{len(spec['webhooks'])} webhook(s): calls the API makes, not tools")
-        )
     if not world.tools:
         first = next((e for e in world.report if e.kind == "skipped"), None)
         why = f"; first: {first.item}: {first.reason}" if first else ""
         raise ImportSourceError(f"no operation of {where} could be imported ({len(chosen)} skipped{why})")
     world.policy = _policy(world.title, info, version, resolved, security)
-    return world
+    _ground(world, imported)
 
 
-def _validation_notes(spec: dict[str, Any], base_uri: str) -> list[ReportEntry]:
-    """The description's own problems, from openapi-spec-validator (never the network: local files only)."""
+def _ground(world: ImportedWorld, imported: list[_Operation]) -> None:
+    """Attach the declarations the REST resources imply, with the state skeleton they point into."""
+    tools = {str(tool["name"]): tool for tool in world.tools}
+    calls = [
+        RestOperation(o.method, o.path, tools[o.name], o.arguments, tuple(o.query), o.body)
+        for o in imported
+        if o.name in tools
+    ]
+    groundings, skeleton, notes = propose_groundings(calls)
+    for name, grounding in groundings.items():
+        tools[name]["grounding"] = grounding
+    if skeleton:
+        world.state = skeleton
+    world.report += notes
+
+
+def _validation_notes(spec: dict[str, Any], base_uri: str, loader: RefLoader) -> list[ReportEntry]:
+    """The description's own problems, from openapi-spec-validator (its references read through `loader`)."""
     try:
         cls = get_validator_cls(spec)
     except ValidatorDetectError:
@@ -252,7 +219,7 @@ def _validation_notes(spec: dict[str, Any], base_uri: str) -> list[ReportEntry]:
     if size > VALIDATE_MAX_CHARS:  # the validator takes ~2 s a MB; every imported tool is still checked
         why = f"not checked with openapi-spec-validator: {size / _MB:.1f} MB is over {VALIDATE_MAX_CHARS / _MB:g} MB"
         return [ReportEntry("note", "validation", why)]
-    handlers = {"file": cls.resolver_handlers["file"]}
+    handlers = {scheme: loader for scheme in ("file", "http", "https")}
     local = type(f"Local{cls.__name__}", (cls,), {"resolver_handlers": handlers})
     notes: list[ReportEntry] = []
     try:
@@ -339,15 +306,15 @@ def _tool(operation: _Operation, spec: Any, version: _Version, report: list[Repo
     changes: list[str] = []
     try:
         input_schema = _input_schema(operation, spec, version, converter, changes)
-        output_schema, wrapped = _output_schema(operation, spec, version, converter, changes)
+        output = _output_schema(operation, spec, version, converter, changes)
     except (UnsupportedSchema, SchemaTooLarge) as exc:
         raise _Skip(str(exc)) from None
     summary = " ".join(str(op.get("summary") or "").split())
     parts = [summary, str(op.get("description") or "").strip()]
     if op.get("deprecated") is True:
         parts.append("Deprecated.")
-    if wrapped:
-        parts.append(f"The JSON response ({wrapped}) is returned under `result`.")
+    if output.wrapped:
+        parts.append(f"The JSON response ({output.wrapped}) is returned under `result`.")
     tool: dict[str, Any] = {"name": operation.name}
     if summary:
         tool["title"] = summary[:200]
@@ -355,8 +322,8 @@ def _tool(operation: _Operation, spec: Any, version: _Version, report: list[Repo
     if description:
         tool["description"] = description
     tool["inputSchema"] = input_schema
-    if output_schema is not None:
-        tool["outputSchema"] = output_schema
+    if output.schema is not None:
+        tool["outputSchema"] = output.schema
     tool["annotations"] = _annotations(operation.method)
     meta = {"method": operation.method.upper(), "path": operation.path}
     if isinstance(op.get("operationId"), str):
@@ -374,6 +341,7 @@ def _tool(operation: _Operation, spec: Any, version: _Version, report: list[Repo
     for name, why in converter.cuts.items():
         changes.append(f"schema {name!r} cut: {why}")
     report.extend(ReportEntry("changed", operation.label, change) for change in changes)
+    report.extend(_example_problems(operation.label, output))
     return tool
 
 
@@ -419,6 +387,11 @@ def _input_schema(
         properties[key] = schema
         if param.get("required") is True or where == "path":
             required.append(key)
+        if where in {"path", "query"}:
+            operation.arguments[name] = key
+            operation.query += [name] if where == "query" else []
+        if where == "body" and param.get("required") is True:
+            operation.body = key
     if form_fields:
         _non_json_body(any(p.get("required") is True for p in form_fields), ["form data"], changes)
     body = operation.op.get("requestBody")
@@ -436,6 +409,7 @@ def _input_schema(
             properties[key] = body_schema
             if body.get("required") is True:
                 required.append(key)
+                operation.body = key
     root: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         root["required"] = required
@@ -487,10 +461,20 @@ def _success(responses: Any) -> list[tuple[str, Any]]:
     return found
 
 
+@dataclass
+class _Output:
+    """An operation's outputSchema (None: none), what its response root was when wrapped under `result`, and
+    the description's own examples of that response (name, value), checked against the schema."""
+
+    schema: dict[str, Any] | None = None
+    wrapped: str = ""
+    examples: list[tuple[str, Any]] = field(default_factory=list)
+
+
 def _output_schema(
     operation: _Operation, spec: Any, version: _Version, converter: SchemaConverter, changes: list[str]
-) -> tuple[dict[str, Any] | None, str]:
-    """The outputSchema (an object root) and, when the response root was wrapped, what it was."""
+) -> _Output:
+    """The first 2xx JSON response as an object-rooted outputSchema, with its documented examples."""
     for status, response in _success(operation.op.get("responses")):
         if not isinstance(response, dict):
             continue
@@ -500,8 +484,10 @@ def _output_schema(
             produces = operation.op.get("produces") or spec.get("produces")
             if produces and not any(_is_json(t) for t in produces):
                 changes.append(f"the {status} response is {', '.join(map(str, produces))}, not JSON: no outputSchema")
-                return None, ""
+                return _Output()
             raw = response["schema"]
+            given = response.get("examples")
+            documented = [(f"{status} {k}", plain(v)) for k, v in (given or {}).items() if _is_json(k)]
         else:
             content = response.get("content")
             if not isinstance(content, dict) or not content:
@@ -509,22 +495,51 @@ def _output_schema(
             media = _json_media(content)
             if media is None:
                 changes.append(f"the {status} response is {', '.join(content)}, not JSON: no outputSchema")
-                return None, ""
+                return _Output()
             if "schema" not in media:
-                return None, ""
+                return _Output()
             raw = media["schema"]
+            documented = _media_examples(status, media)
         schema = converter.convert(raw, "response")
-        if schema.get("type") == "object":
-            return schema, ""
-        if schema.get("type") is None and ("properties" in schema or "additionalProperties" in schema):
-            return {"type": "object", **schema}, ""
+        documented += [(f"{status} schema example {n + 1}", v) for n, v in enumerate(schema.get("examples") or [])]
         if not schema:
-            return None, ""
+            return _Output()
+        rooted = object_root(schema)
+        if rooted is not None:
+            if isinstance(raw, dict) and "allOf" in raw and "allOf" not in rooted:
+                changes.append("outputSchema: the response's allOf merged into one object")
+            return _Output(rooted, "", documented)
         kind = schema.get("type")
         what = f"a JSON {' or '.join(kind) if isinstance(kind, list) else kind or 'value'}"
         changes.append(f"outputSchema: the {status} response ({what}) wrapped as an object under 'result'")
-        return {"type": "object", "properties": {"result": schema}, "required": ["result"]}, what
-    return None, ""
+        wrapped = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+        return _Output(wrapped, what, [(name, {"result": value}) for name, value in documented])
+    return _Output()
+
+
+def _media_examples(status: str, media: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A Media Type Object's `example` and `examples` (Example Objects; `externalValue` ones are not read)."""
+    found: list[tuple[str, Any]] = []
+    if "example" in media:
+        found.append((f"{status} example", plain(media["example"])))
+    examples = media.get("examples")
+    for name, example in examples.items() if isinstance(examples, dict) else ():
+        if isinstance(example, dict) and "value" in example:
+            found.append((f"{status} example {name!r}", plain(example["value"])))
+    return found
+
+
+def _example_problems(label: str, output: _Output) -> list[ReportEntry]:
+    """A note for each documented response example the imported outputSchema refuses."""
+    if output.schema is None:
+        return []
+    notes = []
+    for name, value in output.examples:
+        problems = validate_instance(output.schema, value)
+        if problems:
+            why = f"response example ({name}) does not validate against the outputSchema: {problems[0]}"
+            notes.append(ReportEntry("note", label, why[:300]))
+    return notes
 
 
 def _errors(responses: Any) -> list[dict[str, str]]:
@@ -547,9 +562,12 @@ def _errors(responses: Any) -> list[dict[str, str]]:
             code = "unexpected_error"
         else:
             continue
-        description = ""
-        with contextlib.suppress(jsonref.JsonRefError):
+        try:
             description = " ".join(str(response.get("description") or "").split())[:300]
+        except jsonref.JsonRefError as exc:
+            if isinstance(exc.cause, RefusedReference):
+                raise
+            description = ""
         if code in codes:
             continue
         codes.add(code)

@@ -7,10 +7,16 @@ larger schemas (the structured action, the simulator's answer) where a `#/...` p
 point somewhere else. On the way it converts what is OpenAPI rather than JSON Schema:
 
     nullable: true / x-nullable: true     ->  type: [T, "null"] (or anyOf with null)
+    allOf: [objects]                      ->  one object, where the merge keeps the meaning (`object_root`)
     example: X                            ->  examples: [X]
     exclusiveMinimum: true (2.0, 3.0)     ->  the 2020-12 number form (simia.sim.importers.dialects)
     readOnly properties in a request, writeOnly ones in a response   ->  left out
     discriminator, xml, externalDocs, x-* extensions                 ->  dropped (no validation meaning)
+
+`object_root` gives a response schema composed with `allOf` (or `anyOf`/`oneOf` of objects) the object root
+MCP's outputSchema needs: `allOf` parts are merged into one object where that keeps the meaning (no keyword
+set twice with different values, no `additionalProperties` beside another part's properties), and otherwise
+the composition is kept under `type: object`.
 
 A reference that recurses is cut where it comes back, as an empty schema of the referent's
 type (`{"type": "object"}` for the usual tree of objects), and so is nesting deeper than
@@ -26,7 +32,7 @@ from jsonref import JsonRef
 from ..errors import SchemaTooLarge, UnsupportedSchema
 from .dialects import SUBSCHEMA_LISTS, SUBSCHEMA_MAPS, SUBSCHEMA_SINGLE, upgrade_schema
 
-__all__ = ["Direction", "SchemaConverter", "SchemaTooLarge", "UnsupportedSchema", "plain", "ref_uri"]
+__all__ = ["Direction", "SchemaConverter", "SchemaTooLarge", "UnsupportedSchema", "object_root", "plain", "ref_uri"]
 
 Direction = Literal["request", "response"]
 
@@ -112,6 +118,8 @@ class SchemaConverter:
             out["required"] = [name for name in out["required"] if name not in hidden]
             if not out["required"]:
                 del out["required"]
+        if isinstance(out.get("allOf"), list) and out["allOf"]:
+            out = _merge_all_of(out, out["allOf"]) or out
         if node.get("nullable") is True or node.get("x-nullable") is True:
             out = _nullable(out)
         return out
@@ -134,6 +142,74 @@ class SchemaConverter:
         cut: dict[str, Any] = {"type": kind} if isinstance(kind, str) and kind != "null" else {}
         cut["description"] = f"A {name} ({why}; its fields are not listed)."
         return cut
+
+
+_COMPOSED = ("allOf", "anyOf", "oneOf")
+_OBJECT_KEYWORDS = ("properties", "additionalProperties", "patternProperties", "required", "minProperties")
+_CLOSED = ("additionalProperties", "patternProperties", "unevaluatedProperties")
+_FIRST_WINS = ("title", "description")
+
+
+def object_root(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """`schema` with `type: object` at its root when every instance it accepts is an object (None otherwise);
+    a root `allOf` is merged into one object schema where the merge keeps the meaning.
+
+    Args:
+        schema: a converted (plain, reference-free) JSON Schema; not modified.
+    """
+    kind = schema.get("type")
+    if kind not in (None, "object"):
+        return None
+    parts = schema.get("allOf")
+    if isinstance(parts, list) and parts:
+        merged = _merge_all_of(schema, parts)
+        if merged is not None:
+            return merged
+    own = kind == "object" or any(key in schema for key in _OBJECT_KEYWORDS)
+    branches = [b for key in ("anyOf", "oneOf") if isinstance(schema.get(key), list) for b in schema[key]]
+    composed_objects = bool(branches) and all(isinstance(b, dict) and object_root(b) is not None for b in branches)
+    all_of_object = isinstance(parts, list) and any(isinstance(p, dict) and object_root(p) for p in parts)
+    if own or composed_objects or all_of_object:
+        return {"type": "object", **{k: v for k, v in schema.items() if k != "type"}}
+    return None
+
+
+def _merge_all_of(schema: dict[str, Any], parts: list[Any]) -> dict[str, Any] | None:
+    """The object schema equal to `schema`'s own keywords and its `allOf` parts together (None when no
+    such merge keeps the meaning: a part that is not an object, a keyword two parts set differently)."""
+    own = {k: v for k, v in schema.items() if k != "allOf"}
+    pieces = [own]
+    for part in parts:
+        root = object_root(part) if isinstance(part, dict) else None
+        if root is None:
+            return None
+        pieces.append({k: v for k, v in root.items() if k != "examples"})  # a part's example is of the part only
+    with_properties = [p for p in pieces if p.get("properties")]
+    if len(with_properties) > 1 and any(key in p for p in pieces for key in _CLOSED):
+        return None  # `additionalProperties: false` in one part refuses the other parts' properties
+    out: dict[str, Any] = {"type": "object"}
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for piece in pieces:
+        for key, value in piece.items():
+            if key == "type":
+                continue
+            if key == "properties" and isinstance(value, dict):
+                for name, sub in value.items():
+                    properties[name] = sub if properties.get(name, sub) == sub else {"allOf": [properties[name], sub]}
+            elif key == "required" and isinstance(value, list):
+                required += [name for name in value if name not in required]
+            elif key in _FIRST_WINS:
+                out.setdefault(key, value)
+            elif key in out and out[key] != value:
+                return None
+            else:
+                out[key] = value
+    if properties:
+        out["properties"] = properties
+    if required:
+        out["required"] = required
+    return out
 
 
 def _property_names(properties: Any) -> list[str]:

@@ -8,6 +8,18 @@ its tools for agents and trainers. Everything here is data and pure functions: n
 from __future__ import annotations
 
 from .files import atomic_write_text, check_target, write_world
+from .grounding import (
+    UNFILLED,
+    Effect,
+    Grounding,
+    GroundingMode,
+    Precondition,
+    Read,
+    fill_jsonpath,
+    fill_pointer,
+    fill_value,
+    template_names,
+)
 from .loader import TOOL_NAME, WORLD_NAME, LoadReport, default_worlds_dir, load_world, load_worlds
 from .model import (
     ABSENT,
@@ -22,6 +34,7 @@ from .model import (
     canonical_json,
     compact_json,
 )
+from .personas import PERSONAS, USER_RULES, Persona, mark_persona, persona, transcript_persona, unknown_persona
 from .state import (
     Parked,
     State,
@@ -49,11 +62,20 @@ from .tool_views import (
 __all__ = [
     "ABSENT",
     "GENERIC_ERRORS",
+    "PERSONAS",
     "TOOL_NAME",
+    "UNFILLED",
+    "USER_RULES",
     "WORLD_NAME",
+    "Effect",
     "Example",
+    "Grounding",
+    "GroundingMode",
     "LoadReport",
     "Parked",
+    "Persona",
+    "Precondition",
+    "Read",
     "RealServer",
     "SimulatorHints",
     "State",
@@ -73,17 +95,25 @@ __all__ = [
     "check_touched",
     "compact_json",
     "default_worlds_dir",
+    "fill_jsonpath",
+    "fill_pointer",
+    "fill_value",
     "is_missing",
     "load_world",
     "load_worlds",
+    "mark_persona",
     "openai_tool",
     "openai_tool_call",
     "park",
+    "persona",
     "resolve_pointer",
     "schema_signature",
     "state_diff",
     "state_hash",
+    "template_names",
     "tool_card",
+    "transcript_persona",
+    "unknown_persona",
     "world_card",
     "write_world",
 ]

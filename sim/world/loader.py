@@ -22,8 +22,16 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import UnknownWorldError, WorldError, WorldIssue
 from ..schema import validate_instance
-from .model import Example, RealServer, SimulatorHints, Task, ToolSpec, World
-from .validation import IssueCollector, check_schema, is_json_pointer, read_json, read_text, read_yaml
+from .model import GENERIC_ERRORS, Example, RealServer, SimulatorHints, Task, ToolSpec, World
+from .validation import (
+    IssueCollector,
+    check_grounding,
+    check_schema,
+    is_json_pointer,
+    read_json,
+    read_text,
+    read_yaml,
+)
 
 __all__ = ["LoadReport", "default_worlds_dir", "load_world", "load_worlds"]
 
@@ -119,7 +127,7 @@ def load_world(folder: str | Path) -> World:
             "use 1-64 letters, digits, '_', '.' or '-' (the name is part of /worlds/NAME/mcp)",
         )
 
-    tools, declared = _load_tools(folder, world_file, raw, issues)
+    tools, declared, where = _load_tools(folder, world_file, raw, issues)
     if head is not None and head.real_server is None and any(t.route == "real" for t in tools):
         issues.add(
             str(world_file),
@@ -138,6 +146,7 @@ def load_world(folder: str | Path) -> World:
     tools_by_name = {t.name: t for t in tools}
     examples = _load_examples(folder, tools_by_name, declared, issues)
     tasks = _load_tasks(folder, state, state_schema, issues)
+    _check_groundings(tools, where, head, state, tasks, issues)
     if issues.issues or head is None:
         raise WorldError(name, issues.issues, str(folder))
     return World(
@@ -159,8 +168,9 @@ def load_world(folder: str | Path) -> World:
 
 def _load_tools(
     folder: Path, world_file: Path, raw: dict[str, Any], issues: IssueCollector
-) -> tuple[list[ToolSpec], set[str]]:
-    """Validate each tool; returns the valid tools and every declared name (valid or not)."""
+) -> tuple[list[ToolSpec], set[str], dict[str, tuple[str, str]]]:
+    """Validate each tool; returns the valid tools, every declared name (valid or not) and where each valid tool
+    is (file, JSON path)."""
     tools_json = folder / "tools.json"
     file, prefix = str(world_file), "$.tools"
     raw_tools: Any = raw.get("tools")
@@ -172,7 +182,7 @@ def _load_tools(
                 "tools are defined both here and in tools.json",
                 "keep one: delete 'tools' from world.yaml or delete tools.json",
             )
-            return [], set()
+            return [], set(), {}
         raw_tools = read_json(tools_json, issues)
         file, prefix = str(tools_json), "$"
         if isinstance(raw_tools, dict) and "tools" in raw_tools:  # a whole tools/list result
@@ -185,11 +195,12 @@ def _load_tools(
                 "missing required field",
                 "add a 'tools' list to world.yaml or a tools.json file",
             )
-        return [], set()
+        return [], set(), {}
     if not isinstance(raw_tools, list):
         issues.add(file, prefix, f"expected a list of tools, got {type(raw_tools).__name__}", "use a YAML/JSON list")
-        return [], set()
+        return [], set(), {}
     tools: list[ToolSpec] = []
+    where: dict[str, tuple[str, str]] = {}
     seen: dict[str, int] = {}
     declared = {str(t["name"]) for t in raw_tools if isinstance(t, dict) and "name" in t}
     for i, item in enumerate(raw_tools):
@@ -197,7 +208,9 @@ def _load_tools(
         try:
             tool = ToolSpec.model_validate(item)
         except ValidationError as exc:
+            before = len(issues.issues)
             issues.pydantic(file, path, exc, ToolSpec)
+            _name_tool(issues, before, item, f"{path}.grounding")
             continue
         ok = True
         if not TOOL_NAME.match(tool.name):
@@ -226,9 +239,46 @@ def _load_tools(
             ok = False
         if ok:
             tools.append(tool)
+            where[tool.name] = (file, path)
     if not raw_tools:
         issues.add(file, prefix, "a world needs at least one tool", "add a tool with name and inputSchema")
-    return tools, declared
+    return tools, declared, where
+
+
+def _name_tool(issues: IssueCollector, since: int, item: Any, grounding: str) -> None:
+    """Name the tool in the issues found in its grounding since `since` (they say the field and the fix)."""
+    name = item.get("name") if isinstance(item, dict) else None
+    issues.issues[since:] = [
+        WorldIssue(i.file, i.path, f"tool {name!r}: {i.message}", i.hint, i.line)
+        if i.path.startswith(grounding) and name is not None
+        else i
+        for i in issues.issues[since:]
+    ]
+
+
+def _check_groundings(
+    tools: list[ToolSpec],
+    where: dict[str, tuple[str, str]],
+    head: _WorldFile | None,
+    state: dict[str, Any],
+    tasks: list[Task],
+    issues: IssueCollector,
+) -> None:
+    """Check each tool's grounding against the world (`check_grounding`); a pointer may resolve on the initial
+    state or on a task's patched state (made only when a pointer needs it)."""
+
+    def states() -> Iterable[dict[str, Any]]:
+        yield state
+        for task in tasks:
+            if task.initial_state_patch:
+                yield jsonpatch.apply_patch(state, task.initial_state_patch)
+
+    shared = [*(head.simulator.errors if head else []), *GENERIC_ERRORS]
+    for tool in tools:
+        if tool.grounding is not None:
+            codes = list(dict.fromkeys(e.code for e in [*tool.errors, *shared]))
+            file, path = where[tool.name]
+            check_grounding(tool, file, f"{path}.grounding", states, codes, issues)
 
 
 def _load_policy(folder: Path, world_file: Path, head: _WorldFile | None, issues: IssueCollector) -> str:

@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
+from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+import jsonpointer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
-from pydantic_core import to_json
+from pydantic_core import InitErrorDetails, PydanticCustomError, to_json
 
 from ..perturbation import Perturbation
+from .grounding import Grounding
+from .personas import unknown_persona
 
 if TYPE_CHECKING:
     from .state import State
@@ -85,10 +91,14 @@ class ToolSpec(_Strict):
     fallback: Literal["simulate"] | None = Field(
         default=None, description="With `route: real`: simulate the call when the real server fails."
     )
+    grounding: Grounding | None = Field(
+        default=None, description="How the answer follows from the state (simia.sim.world.grounding)."
+    )
 
     def mcp_dict(self) -> dict[str, Any]:
-        """The tool exactly as MCP's `tools/list` sends it (without simia's `errors`, `route`, `fallback`)."""
-        return self.model_dump(by_alias=True, exclude_none=True, exclude={"errors", "route", "fallback"})
+        """The tool exactly as MCP's `tools/list` sends it (without simia's `errors`, `route`, `fallback`,
+        `grounding`)."""
+        return self.model_dump(by_alias=True, exclude_none=True, exclude={"errors", "route", "fallback", "grounding"})
 
 
 GENERIC_ERRORS: tuple[ToolErrorSpec, ...] = (
@@ -104,11 +114,25 @@ error is always one of these or a documented code, never free text."""
 
 class RealServer(_Strict):
     """The real MCP server a world stands for (written by `simia import mcp`): tools with `route: real`
-    are called there. Credentials are never recorded here."""
+    are called there, over one MCP session per episode.
+
+    `headers` (a url server) and `env` (a command server) carry what the server needs; `${NAME}` in a value
+    is read from the environment `simia serve` runs in, at call time, so world.yaml names where a secret
+    comes from and never holds it (`Authorization: "Bearer ${GITHUB_TOKEN}"`). Other text is sent as
+    written; a literal value under a name that looks like a credential (Authorization, Cookie, *key*,
+    *token*, *secret*, *password*, *auth*) is refused."""
 
     url: str | None = Field(default=None, description="Its streamable HTTP URL.")
     command: list[str] | None = Field(
-        default=None, min_length=1, description="Or the command that starts it over stdio (a process per call)."
+        default=None, min_length=1, description="Or the command that starts it over stdio (a process per episode)."
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="HTTP headers sent to a url server; `${NAME}` reads an environment variable."
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment variables of a command server (beside the MCP SDK's safe defaults: PATH, HOME, "
+        "...); `${NAME}` reads one of simia's own.",
     )
     timeout: float = Field(default=30.0, gt=0, le=600, description="Seconds a real call may take.")
 
@@ -116,11 +140,63 @@ class RealServer(_Strict):
     def _one_address(self) -> RealServer:
         if (self.url is None) == (self.command is None):
             raise ValueError("give the real server's url or its command (one of the two)")
+        if self.headers and self.url is None:
+            raise ValueError("headers are for a url server; a command server takes env")
+        if self.env and self.command is None:
+            raise ValueError("env is for a command server; a url server takes headers")
+        for field, values in (("headers", self.headers), ("env", self.env)):
+            for name, value in values.items():
+                problem = _reference_problem(name, value)
+                if problem:  # the value is not echoed back: it may be a secret
+                    kind = PydanticCustomError("value_error", problem)
+                    error = InitErrorDetails(type=kind, loc=(field, name), input="(not shown)")
+                    raise ValidationError.from_exception_data("RealServer", [error])
         return self
 
     @property
     def address(self) -> str:
         return self.url if self.url is not None else " ".join(self.command or [])
+
+    def variables(self) -> list[str]:
+        """The environment variables its headers and env refer to (`${NAME}`), sorted."""
+        values = [*self.headers.values(), *self.env.values()]
+        return sorted({name for value in values for name in _REFERENCE.findall(value)})
+
+    def resolved(self, environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+        """Its headers and env with every `${NAME}` replaced by NAME's value in `environ`.
+
+        Raises:
+            ValueError: a variable that `environ` lacks, named with how to set it.
+        """
+        missing = [name for name in self.variables() if name not in environ]
+        if missing:
+            names = ", ".join(missing)
+            raise ValueError(
+                f"the real server's headers/env read {names} from the environment, which does not set it: "
+                f"run `export {missing[0]}=...` first (in the shell that starts simia)"
+            )
+
+        def fill(values: dict[str, str]) -> dict[str, str]:
+            return {k: _REFERENCE.sub(lambda m: environ[m.group(1)], v) for k, v in values.items()}
+
+        return fill(self.headers), fill(self.env)
+
+
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_CREDENTIAL_NAME = re.compile(r"authorization|cookie|key|token|secret|passw|auth|credential", re.IGNORECASE)
+
+
+def _reference_problem(name: str, value: str) -> str:
+    """What is wrong with a header or variable of a real server: a malformed `${...}`, or a literal credential
+    (world.yaml is shared, committed and logged)."""
+    if "${" in _REFERENCE.sub("", value):
+        return "write a variable as ${NAME} (letters, digits and _)"
+    if _CREDENTIAL_NAME.search(name) and not _REFERENCE.search(value):
+        return (
+            "this looks like a credential written as a literal value; refer to an environment variable instead "
+            '(e.g. "Bearer ${TOKEN}") and set it where simia serve runs'
+        )
+    return ""
 
 
 class SimulatorHints(_Strict):
@@ -153,6 +229,19 @@ class SimulatorHints(_Strict):
     perturbation: Perturbation | None = Field(
         default=None, description="Inject realistic faults into this world's episodes (see simia.sim.engine.faults)."
     )
+    forbidden_state: dict[str, Any] = Field(
+        default_factory=dict,
+        description="JSON Pointer -> a value it must never hold after a call of any task's episode (a policy "
+        "violation: a negative check of weight 1 in progress; a task naming the pointer itself overrides it); "
+        '{"$absent": true}: the value must never be removed.',
+    )
+
+    @model_validator(mode="after")
+    def _forbidden_pointers(self) -> SimulatorHints:
+        bad = _not_pointers(self.forbidden_state)
+        if bad:
+            raise ValueError(f"forbidden_state key {bad[0]!r} is not a JSON Pointer: {_POINTER_HINT}")
+        return self
 
 
 class Example(_Strict):
@@ -179,6 +268,21 @@ class Task(_Strict):
         default_factory=list,
         description="RFC 6902 patch applied to the world's state when an episode starts.",
     )
+    weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="JSON Pointer of a check (an `expected_state` or `forbidden_state` key) -> its weight in "
+        "progress; unnamed checks weigh 1, 0 reports a check without counting it.",
+    )
+    forbidden_state: dict[str, Any] = Field(
+        default_factory=dict,
+        description="JSON Pointer -> a value it must never hold after any call (a policy violation: a negative "
+        'check; the episode fails); {"$absent": true}: the value must never be removed.',
+    )
+    persona: str | None = Field(
+        default=None,
+        description="How the simulated user behaves (`simia.sim.world.personas`: cooperative, terse, confused, "
+        "impatient, adversarial); none: cooperative, or what the rollout chooses.",
+    )
     tags: list[str] = Field(default_factory=list)
     split: str = Field(
         default="train",
@@ -186,6 +290,53 @@ class Task(_Strict):
         description="The dataset split the task belongs to (`train`, `validation`, `test` or a name of the world's "
         "own); trainer protocols list tasks by split.",
     )
+
+    @field_validator("persona")
+    @classmethod
+    def _known_persona(cls, name: str | None) -> str | None:
+        problem = unknown_persona(name) if name is not None else ""
+        if problem:
+            raise ValueError(problem)
+        return name
+
+    @model_validator(mode="after")
+    def _checks(self) -> Task:
+        problem = _check_problem(self)
+        if problem:
+            raise ValueError(f"task {self.id!r}: {problem}")
+        return self
+
+
+_POINTER_HINT = "JSON Pointers start with '/', e.g. '/orders/O1/status'; escape '~' as ~0 and '/' as ~1"
+
+
+def _not_pointers(keys: dict[str, Any]) -> list[str]:
+    bad = []
+    for key in keys:
+        try:
+            jsonpointer.JsonPointer(key)
+        except jsonpointer.JsonPointerException:
+            bad.append(key)
+    return bad
+
+
+def _check_problem(task: Task) -> str:
+    """What is wrong with a task's checks and weights, or ""."""
+    bad = _not_pointers(task.forbidden_state)
+    if bad:
+        return f"forbidden_state key {bad[0]!r} is not a JSON Pointer: {_POINTER_HINT}"
+    checks = task.expected_state.keys() | task.forbidden_state.keys()
+    for pointer, weight in task.weights.items():
+        if pointer not in checks:
+            named = ", ".join(sorted(checks)) or "none"
+            return f"weights names {pointer!r}, which is not one of its checks (its checks: {named})"
+        if not math.isfinite(weight) or weight < 0:
+            return f"the weight of {pointer!r} is {weight}: weights are finite numbers, 0 or more"
+    counted = task.expected_state or task.forbidden_state
+    if counted and sum(task.weights.get(p, 1.0) for p in counted) == 0:
+        which = "expected_state" if task.expected_state else "forbidden_state"
+        return f"the weights of its {which} checks sum to 0: give at least one a weight above 0 (unnamed ones weigh 1)"
+    return ""
 
 
 class World(_Strict):

@@ -2,7 +2,8 @@
 
 The loader (`simia.sim.world.loader`) reads each part of a world through these: a file that leads out of
 the folder is refused, a parse error names its line, a pydantic error names its field (with a did-you-mean),
-and every problem lands in one `IssueCollector`, so a bad world reports all of its issues at once.
+a tool's grounding is checked against its world (`check_grounding`), and every problem lands in one
+`IssueCollector`, so a bad world reports all of its issues at once.
 """
 
 from __future__ import annotations
@@ -10,19 +11,33 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
+from jsonpath_rfc9535 import JSONPathError
+from jsonpath_rfc9535 import compile as compile_jsonpath
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ValidationError
 
 from ..errors import WorldIssue
 from ..schema import error_path
+from .grounding import fill_jsonpath, template_names
+from .model import ToolSpec
+from .state import is_missing, resolve_pointer
 
-__all__ = ["IssueCollector", "check_schema", "is_json_pointer", "outside_folder", "read_json", "read_text", "read_yaml"]
+__all__ = [
+    "IssueCollector",
+    "check_grounding",
+    "check_schema",
+    "is_json_pointer",
+    "outside_folder",
+    "read_json",
+    "read_text",
+    "read_yaml",
+]
 
 
 def _json_path(loc: Iterable[str | int]) -> str:
@@ -178,3 +193,135 @@ def check_schema(schema: dict[str, Any], file: str, path: str, issues: IssueColl
 
 def is_json_pointer(text: str) -> bool:
     return text == "" or (text.startswith("/") and re.search(r"~(?![01])", text) is None)
+
+
+_EXAMPLE_QUERY = "$.products[?@.category == {category}]"
+
+
+def check_grounding(
+    tool: ToolSpec,
+    file: str,
+    path: str,
+    states: Callable[[], Iterable[dict[str, Any]]],
+    codes: Sequence[str],
+    issues: IssueCollector,
+) -> None:
+    """Check `tool`'s grounding against its world: templates name its arguments, the fixed part of each pointer
+    resolves on the initial state (or a task's patched state: `states` yields them, the initial one first), the
+    error codes are among the tool's `codes`, the JSONPath parses, and a read-only tool declares no effects.
+
+    Each problem names the tool, the field (`path` is the grounding's) and the fix.
+    """
+    grounding = tool.grounding
+    if grounding is None:
+        return
+    say = _Teller(tool.name, file, issues)
+    if grounding.effects and (tool.annotations or {}).get("readOnlyHint") is True:
+        say(
+            f"{path}.effects",
+            "is read-only (annotations.readOnlyHint) but declares effects",
+            "remove grounding.effects, or set readOnlyHint: false if the tool changes the state",
+        )
+    arguments = sorted((tool.input_schema.get("properties") or {}).keys())
+    pointers: list[tuple[str, str]] = []  # (field, pointer template)
+    templates: list[tuple[str, Any]] = []
+    for i, condition in enumerate(grounding.preconditions):
+        where = f"{path}.preconditions[{i}]"
+        pointers.append((f"{where}.pointer", condition.pointer))
+        templates += [(f"{where}.pointer", condition.pointer), (f"{where}.equals", condition.equals)]
+        _check_code(say, f"{where}.error", condition.error, codes)
+        if condition.schema_ is not None:
+            before = len(issues.issues)
+            check_schema(condition.schema_, file, f"{where}.schema", issues, root_object=False)
+            for i, issue in enumerate(issues.issues[before:], start=before):  # name the tool, as the others do
+                issues.issues[i] = WorldIssue(
+                    issue.file, issue.path, f"tool {tool.name!r}: {issue.message}", issue.hint
+                )
+    for i, effect in enumerate(grounding.effects):
+        where = f"{path}.effects[{i}]"
+        pointers.append((f"{where}.path", effect.path))
+        templates += [(f"{where}.path", effect.path), (f"{where}.value", effect.value)]
+        if effect.from_ is not None:
+            pointers.append((f"{where}.from", effect.from_))
+            templates.append((f"{where}.from", effect.from_))
+    read = grounding.read
+    if read is not None:
+        if read.pointer is not None:
+            pointers.append((f"{path}.read.pointer", read.pointer))
+            templates.append((f"{path}.read.pointer", read.pointer))
+        if read.jsonpath is not None:
+            templates.append((f"{path}.read.jsonpath", read.jsonpath))
+            _check_jsonpath(say, f"{path}.read", read.jsonpath, read.key)
+        if read.missing is not None:
+            _check_code(say, f"{path}.read.missing", read.missing, codes)
+    for where, template in templates:
+        for name in template_names(template):
+            if name not in arguments:
+                close = difflib.get_close_matches(name, arguments, n=1)
+                fix = f"did you mean {{{close[0]}}}?" if close else f"its arguments: {', '.join(arguments) or 'none'}"
+                say(where, f"{{{name}}} names no argument of the tool's inputSchema", fix)
+    for where, template in pointers:
+        _check_pointer(say, where, template, states)
+
+
+class _Teller:
+    """Adds issues about one tool's grounding, each message naming the tool."""
+
+    def __init__(self, tool: str, file: str, issues: IssueCollector) -> None:
+        self.tool, self.file, self.issues = tool, file, issues
+
+    def __call__(self, path: str, message: str, hint: str) -> None:
+        self.issues.add(self.file, path, f"tool {self.tool!r}: {message}", hint)
+
+
+def _check_code(say: _Teller, where: str, code: str, codes: Sequence[str]) -> None:
+    if code not in codes:
+        say(
+            where,
+            f"error code {code!r} is not one the tool may return",
+            f"add {{code: {code}, when: ...}} to the tool's errors, or use one of: {', '.join(codes)}",
+        )
+
+
+def _check_jsonpath(say: _Teller, where: str, query: str, key: str | None) -> None:
+    filled = fill_jsonpath(query, _Anything())
+    try:
+        compile_jsonpath(filled or "")
+    except JSONPathError as exc:
+        say(
+            f"{where}.jsonpath",
+            f"the JSONPath does not parse: {exc}",
+            f"write an RFC 9535 query, e.g. {_EXAMPLE_QUERY}",
+        )
+    if key is None:
+        say(where, "a jsonpath read gives a list of the matches, not an object", "add read.key: the output's field")
+
+
+class _Anything(dict[str, Any]):
+    """Arguments that hold every name (a placeholder JSON literal), to parse a JSONPath template."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __missing__(self, key: str) -> str:
+        return "x"
+
+
+def _check_pointer(say: _Teller, where: str, template: str, states: Callable[[], Iterable[dict[str, Any]]]) -> None:
+    tokens = template[1:].split("/") if template.startswith("/") else None
+    if tokens is None or not is_json_pointer(re.sub(r"\{[^{}]*\}", "x", template)):
+        say(where, f"{template!r} is not a JSON Pointer", "start it with '/', e.g. /orders/{order_id}")
+        return
+    templated = [i for i, token in enumerate(tokens) if any(True for _ in template_names(token))]
+    fixed = tokens[: templated[0]] if templated else tokens[:-1]  # an untemplated target may be created by a call
+    if not fixed:
+        return
+    prefix = "/" + "/".join(fixed)
+    for state in states():
+        if not is_missing(resolve_pointer(state, prefix)):
+            return
+    say(
+        where,
+        f"{prefix} (the fixed part of {template}) does not resolve on the initial state",
+        "name a part of state.json (or of a task's initial_state_patch), e.g. /orders/{order_id}",
+    )

@@ -30,9 +30,10 @@ async def served_tools(url: str) -> list[dict[str, Any]]:
 
 
 def imported_tools(folder: Path) -> list[dict[str, Any]]:
-    """tools.json as MCP sends it (simia's own `errors` field is not on the wire)."""
+    """tools.json as MCP sends it (simia's own `errors` and `grounding` fields are not on the wire)."""
     return [
-        {k: v for k, v in tool.items() if k != "errors"} for tool in json.loads((folder / "tools.json").read_text())
+        {k: v for k, v in tool.items() if k not in {"errors", "grounding"}}
+        for tool in json.loads((folder / "tools.json").read_text())
     ]
 
 
@@ -179,7 +180,7 @@ def test_duplicate_operation_ids_and_non_json_bodies_are_report_lines(
     )
     assert main(["import", "openapi", str(spec), "--out", str(tmp_path / "w")]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"wrote {tmp_path / 'w'}: world 'xml', 2 tool(s) (1 skipped, 1 changed, 1 note)"
+    assert out[0] == f"wrote {tmp_path / 'w'}: world 'w', 2 tool(s) (1 skipped, 1 changed, 1 note)"
     assert out[1:4] == [
         "  skipped  POST /upload: the request body is application/xml, not JSON (only JSON bodies are imported)",
         "  changed  GET /b: duplicate operationId 'same' (also GET /a): named 'same_2'",

@@ -252,7 +252,8 @@ async def test_function_backend_sees_the_request(mock: World) -> None:
 
     step = await Simulator(FunctionBackend(respond)).step(mock, mock.initial_state, [], ToolCall("list_items", {}))
     assert step.output == {"items": [{"name": "apple", "qty": 3}]}
-    assert seen[0].schema["required"] == ["is_error", "error_code", "message", "output", "state_patch"]
+    envelope = ["is_error", "error_code", "message", "output", "state_patch"]
+    assert [branch["required"] for branch in seen[0].schema["anyOf"]] == [envelope, envelope]  # success, error
 
 
 async def test_an_error_code_is_a_documented_or_generic_code_never_free_text(mock: World) -> None:
@@ -265,8 +266,8 @@ async def test_an_error_code_is_a_documented_or_generic_code_never_free_text(moc
     backend = ScriptedBackend([free_text, answer(error="not_found")])
     step = await Simulator(backend).step(undocumented, mock.initial_state, [], ToolCall("get_item", {"name": "kiwi"}))
     assert (step.is_error, step.error_kind, step.error_code) == (True, "agent", "not_found")
-    schema_codes = backend.requests[0].schema["properties"]["error_code"]["enum"]
-    assert schema_codes == ["not_found", "invalid_argument", "conflict", "permission_denied", "rate_limited", None]
+    schema_codes = backend.requests[0].schema["anyOf"][1]["properties"]["error_code"]["enum"]  # the error branch
+    assert schema_codes == ["not_found", "invalid_argument", "conflict", "permission_denied", "rate_limited"]
     feedback = backend.requests[1].messages[-1]["content"]
     assert "is not a code of this tool: an error needs one of ['not_found', 'invalid_argument'" in feedback
 

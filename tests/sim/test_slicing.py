@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from simia.sim import World, load_world
 from simia.sim.backends import ScriptedBackend
-from simia.sim.engine import Simulator, StateIndexes, ToolCall, index, slicing, state_text, state_view
+from simia.sim.engine import Simulator, StateIndexes, ToolCall, index, slicing, state_text, state_view, undeclared
 from simia.sim.storage import SqliteCache
 from simia.sim.world import State, apply_patch, as_state
 from simia.sim.world import state as state_module
@@ -287,7 +287,8 @@ def test_the_work_of_a_call_does_not_grow_with_the_state(monkeypatch: pytest.Mon
 
 @pytest.fixture
 def retail_world() -> World:
-    return load_world(ROOT / "tool_specs" / "retail")
+    """Retail with every call model-answered (what the state decides is answered without looking at its size)."""
+    return undeclared(load_world(ROOT / "tool_specs" / "retail"))
 
 
 async def test_a_call_whose_named_records_exceed_the_limit_is_refused_without_a_model_call(

@@ -131,6 +131,7 @@ def test_an_openapi_3_operation_maps_to_one_tool_by_the_rules(tmp_path: Path) ->
             {"code": "not_found", "when": "HTTP 404: No such item"},
             {"code": "server_error", "when": "HTTP 5XX: Server trouble"},
         ],
+        "grounding": {"read": {"pointer": "/items/{itemId}", "missing": "not_found"}},
     }
 
 
@@ -171,6 +172,17 @@ def test_the_report_says_what_was_skipped_and_changed_and_the_policy_names_the_c
             "skipped",
             "PUT /items/{itemId}/photo",
             "the request body is image/png, not JSON (only JSON bodies are imported)",
+        ),
+        ReportEntry(
+            "note",
+            "GET /items",
+            "no grounding proposed: its query parameters (limit) filter or page the list; declare the read by hand",
+        ),
+        ReportEntry(
+            "note",
+            "POST /items",
+            "no grounding proposed: the new record's id is not an argument (no argument 'itemId' names it): "
+            "the model picks it",
         ),
     ]
     assert (world.name, world.title, world.version, world.description) == (
@@ -305,10 +317,6 @@ paths:
       operationId: broken
       responses:
         "200": {description: ok, content: {application/json: {schema: {$ref: "#/components/schemas/Missing"}}}}
-  /remote:
-    get:
-      operationId: remote
-      responses: {"200": {description: ok, content: {application/json: {schema: {$ref: "https://example.com/s.yaml#/X"}}}}}
   /local:
     get:
       operationId: local
@@ -316,7 +324,7 @@ paths:
 """
 
 
-def test_broken_and_remote_references_skip_their_operation_and_a_local_file_reference_is_followed(
+def test_a_broken_reference_skips_its_operation_and_a_file_in_the_description_folder_is_followed(
     tmp_path: Path,
 ) -> None:
     spec_file(tmp_path, "Thing: {type: object, properties: {n: {type: integer}}}\n", "parts.yaml")
@@ -326,14 +334,12 @@ def test_broken_and_remote_references_skip_their_operation_and_a_local_file_refe
     skipped = {e.item: e.reason for e in world.skipped()}
     assert skipped == {
         "GET /broken": "broken $ref: '#/components/schemas/Missing': it points to nothing",
-        "GET /remote": "broken $ref: 'https://example.com/s.yaml#/X': external reference "
-        "https://example.com/s.yaml not followed (only local files are read)",
     }
 
 
 def test_nothing_importable_is_an_error_naming_the_first_reason(tmp_path: Path) -> None:
     text = BROKEN_REF.replace('  /ok: {get: {operationId: ok, responses: {"204": {description: ok}}}}\n', "")
-    text = text.split("  /remote:")[0]
+    text = text.split("  /local:")[0]
     with pytest.raises(ImportSourceError) as raised:
         imported(tmp_path, text)
     assert str(raised.value) == (

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -13,12 +15,14 @@ import pytest
 import yaml
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend
-from simia.sim.importers import BootstrapConfig, bootstrap, check_task
+from simia.sim.engine.grounded import plan_call
+from simia.sim.importers import BootstrapConfig, bootstrap, check_task, import_openapi, load_spec
 from simia.sim.judging import rule_checks
-from simia.sim.world import Task
+from simia.sim.schema import validate_instance
+from simia.sim.world import Task, write_world
 from simia.testing import FakeProvider
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = {
     "type": "object",
     "required": ["items"],
@@ -185,3 +189,92 @@ async def test_on_the_embedded_model_bootstrap_writes_a_valid_world_or_says_why_
         assert report.state == "dropped" and report.state_problems and not (folder / "state.json").exists()
     assert len(world.tasks) == len(report.tasks_written)
     assert all(d["problems"] for d in report.tasks_dropped)
+    # What was kept is checked again here, independently of bootstrap's own checks: a drafted state fits its
+    # schema, and every written task points into it and is not already done before the agent acts.
+    assert validate_instance(world.state_schema or {}, world.initial_state) == []
+    for task in world.tasks:
+        assert check_task(task, world.initial_state, world.state_schema) == []
+        assert not all(c.passed for c in rule_checks(task, world.initial_state))
+    # The null drafter (a model that answers nothing usable) on the same world writes nothing and says so:
+    # the figure above is measured against this zero.
+    null_folder = tools_only_world(tmp_path / "null")
+    null = await bootstrap(null_folder, FunctionBackend(lambda request: {}), BootstrapConfig(tasks=1, max_attempts=1))
+    assert (null.state, null.tasks_written, sorted(p.name for p in null_folder.iterdir())) == (
+        "dropped",
+        [],
+        ["bootstrap_report.json", "world.yaml"],
+    )
+    print(f"embedded: state {report.state}, {len(report.tasks_written)} task(s); null drafter: state dropped, 0")
+
+
+async def test_a_hand_written_state_schema_is_kept_and_the_drafted_state_must_satisfy_it(tmp_path: Path) -> None:
+    folder = tools_only_world(tmp_path)
+    hand = {"type": "object", "properties": {"items": {"type": "object", "maxProperties": 1}}}
+    raw = yaml.safe_load((folder / "world.yaml").read_text())
+    (folder / "world.yaml").write_text(yaml.safe_dump({**raw, "state_schema": hand}, sort_keys=False))
+    one = {"items": {"milk": {"qty": 0, "unit": "litres"}}}
+
+    def careless(request: CompletionRequest) -> dict[str, Any]:
+        if request.schema_name == "world_state":  # its own schema first, and a state the kept one refuses
+            told = "state breaks state_schema" in str(request.messages[-1]["content"])
+            return {"state_schema": {"type": "object"}, "state": one if told else STATE}
+        return {"tasks": [GOOD]}
+
+    backend = FunctionBackend(careless)
+    report = await bootstrap(folder, backend, BootstrapConfig(tasks=1))
+    world = load_world(folder)
+    assert (world.state_schema, world.initial_state) == (hand, one)
+    assert report.state == "drafted (to the existing state_schema)"
+    assert "maxProperties" in str(backend.requests[0].messages[1]["content"])  # the model was shown it
+    forced = await bootstrap(folder, FunctionBackend(drafter), BootstrapConfig(tasks=1, force=True))
+    assert forced.state == "drafted" and load_world(folder).state_schema == SCHEMA
+
+
+LIBRARY = Path(__file__).with_name("library_lending_openapi_3_1.yaml")
+EMMA = {"id": "emma", "title": "Emma", "author": "Jane Austen", "year": 1815, "available": True}
+DUNE = {"id": "dune", "title": "Dune", "author": "Frank Herbert", "available": False}
+LIBRARY_TASK = {
+    "id": "lend_dune",
+    "instruction": "Mark Dune as available again.",
+    "rubric": "Dune is available.",
+    "expected_state": {"/books/dune/available": True},
+}
+
+
+def library_drafter(request: CompletionRequest) -> dict[str, Any]:
+    """Drafts the books as a list first (the layout the declarations cannot read), keyed by id when told."""
+    if request.schema_name == "world_state":
+        told = "keys are record ids" in str(request.messages[-1]["content"])
+        books: Any = {"emma": EMMA, "dune": DUNE} if told else [EMMA, DUNE]
+        return {"state_schema": {"type": "object"}, "state": {"books": books, "members": {}, "loans": {}}}
+    return {"tasks": [LIBRARY_TASK]}
+
+
+async def test_an_imports_skeleton_is_drafted_over_keyed_by_id_so_the_declarations_answer_from_it(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "library"
+    imported = import_openapi(load_spec(LIBRARY), base_uri=LIBRARY.resolve().as_uri(), name="library")
+    write_world(folder, imported.files())
+    assert load_world(folder).initial_state == {"books": {}, "members": {}, "loans": {}}
+    backend = FunctionBackend(library_drafter)
+    report = await bootstrap(folder, backend, BootstrapConfig(tasks=1))
+    assert report.state == "drafted" and report.tasks_written == ["lend_dune"]
+    assert "state.books must be an object whose keys are record ids" in str(backend.requests[1].messages)
+    world = load_world(folder)
+    assert world.initial_state["books"] == {"emma": EMMA, "dune": DUNE}
+    get_book, list_books = world.tools_by_name["getBook"], world.tools_by_name["listBooks"]
+    assert plan_call(world, get_book, world.base_state, {"book_id": "dune"}).output == DUNE  # type: ignore[union-attr]
+    listed = plan_call(world, list_books, world.base_state, {})
+    assert listed.output == {"books": [EMMA, DUNE]}  # type: ignore[union-attr]
+    again = await bootstrap(folder, FunctionBackend(library_drafter), BootstrapConfig(tasks=1))
+    assert again.state == "kept (existing state.json)"  # drafted once, it is the world's state now
+
+
+async def test_bootstrapped_files_get_the_modes_new_files_get(tmp_path: Path) -> None:
+    folder = tools_only_world(tmp_path)
+    await bootstrap(folder, FunctionBackend(drafter), BootstrapConfig(tasks=1))
+    mask = os.umask(0)
+    os.umask(mask)
+    modes = {name: stat.S_IMODE((folder / name).stat().st_mode) for name in ("state.json", "world.yaml", "tasks.jsonl")}
+    assert modes == dict.fromkeys(modes, 0o666 & ~mask)

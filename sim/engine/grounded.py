@@ -1,0 +1,294 @@
+"""State-grounded answers: what a tool's declared grounding (`simia.sim.world.grounding`) decides of one call.
+
+`plan_call` runs a declaration on the episode's state: the preconditions in order (the first that fails is the
+answer, a `Refused` with its declared code), then the effects (RFC 6902 with the arguments filled in, applied and
+schema-checked as a model's patch is), then the read (a pointer's value or a JSONPath query's matches, on the state
+after the effects). The `Plan` it returns answers an exact call without a model; for a guided call `facts` is the
+text the model is given as fixed facts and `contradiction` the check its answer must pass, and `merged_patch` is
+the declared effects followed by what the model changed besides them. Pure functions over `State` values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonpath_rfc9535 import JSONPathError
+from jsonpath_rfc9535 import compile as compile_jsonpath
+
+from ..errors import StateError
+from ..schema import validate_instance
+from ..world import (
+    UNFILLED,
+    Grounding,
+    Precondition,
+    State,
+    ToolSpec,
+    World,
+    apply_patch,
+    canonical_json,
+    compact_json,
+    fill_jsonpath,
+    fill_pointer,
+    fill_value,
+    is_missing,
+    resolve_pointer,
+)
+
+__all__ = ["Broken", "Plan", "Refused", "contradiction", "facts", "merged_patch", "plan_call", "undeclared"]
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The state decides the call fails: a precondition does not hold, or the read finds nothing."""
+
+    code: str
+    text: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Broken:
+    """The declaration cannot answer on this state for a reason that is the world's, not the call's."""
+
+    detail: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the state decides of a call whose preconditions hold.
+
+    Attributes:
+        exact: whether the call is answered without a model.
+        effects: the declared effects with the arguments filled in (the call's patch, or its start when guided).
+        state: the state after the effects.
+        output: the read's output (None without a read).
+        held: the preconditions that held, as `(pointer, what held, error code)`.
+        ruled_out: error codes the state rules out (those of the preconditions that held, the read's `missing`).
+    """
+
+    exact: bool
+    effects: list[dict[str, Any]]
+    state: State
+    output: dict[str, Any] | None = None
+    read_key: str | None = None
+    read_value: Any = None
+    held: list[tuple[str, str, str]] = field(default_factory=list)
+    ruled_out: frozenset[str] = frozenset()
+
+
+def plan_call(world: World, tool: ToolSpec, state: State, arguments: Mapping[str, Any]) -> Plan | Refused | Broken:
+    """Run `tool`'s grounding on `state` for a call with `arguments` (already valid under its inputSchema; an
+    absent one whose inputSchema property has a `default` is that default)."""
+    grounding = tool.grounding
+    assert grounding is not None, "plan_call needs a tool with a grounding"
+    properties = tool.input_schema.get("properties") or {}
+    defaults = {k: v["default"] for k, v in properties.items() if isinstance(v, dict) and "default" in v}
+    arguments = {**defaults, **arguments}
+    held: list[tuple[str, str, str]] = []
+    for condition in grounding.preconditions:
+        pointer = fill_pointer(condition.pointer, arguments)
+        value = resolve_pointer(state, pointer) if pointer is not None else UNFILLED
+        what = _holds(condition, value, arguments)
+        if what is None:
+            where = pointer if pointer is not None else condition.pointer
+            return _refused(world, tool, condition.error, f"precondition on {where} does not hold")
+        held.append((pointer or condition.pointer, what, condition.error))
+    ruled_out = {code for _, _, code in held}
+    effects = _effects(grounding, arguments)
+    try:
+        after = apply_patch(state, effects, None)
+    except StateError as exc:
+        missing = grounding.read.missing if grounding.read and grounding.read.missing else "not_found"
+        return _refused(world, tool, missing, f"the declared effects do not apply: {exc}")
+    if world.state_schema is not None and effects:
+        try:
+            after = apply_patch(state, effects, world.state_schema)
+        except StateError as exc:
+            return _refused(world, tool, "invalid_argument", f"the declared effects break the state schema: {exc}")
+    plan = Plan(grounding.exact, effects, after, held=held, ruled_out=frozenset(ruled_out))
+    if grounding.read is None:
+        return plan
+    return _read(world, tool, grounding, plan, arguments)
+
+
+def _holds(condition: Precondition, value: Any, arguments: Mapping[str, Any]) -> str | None:
+    """What held (for the model's facts), or None when the precondition fails."""
+    absent = value is UNFILLED or is_missing(value)
+    if condition.test == "exists":
+        return ("exists" if condition.exists else "does not exist") if absent != condition.exists else None
+    if absent:
+        return None
+    if condition.test == "equals":
+        expected = fill_value(condition.equals, arguments)
+        same = expected is not UNFILLED and canonical_json(value) == canonical_json(expected)
+        return f"equals {compact_json(expected)}" if same else None
+    return "satisfies its schema" if not validate_instance(condition.schema_ or {}, value) else None
+
+
+def _effects(grounding: Grounding, arguments: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The declared operations with the arguments filled in; an operation naming an absent argument is left out."""
+    ops: list[dict[str, Any]] = []
+    for effect in grounding.effects:
+        op = effect.operation()
+        path = fill_pointer(op["path"], arguments)
+        source = fill_pointer(op["from"], arguments) if "from" in op else ""
+        value = fill_value(op["value"], arguments) if "value" in op else None
+        if path is None or source is None or value is UNFILLED:
+            continue
+        filled: dict[str, Any] = {"op": op["op"], "path": path}
+        if "from" in op:
+            filled["from"] = source
+        if "value" in op:
+            filled["value"] = value
+        ops.append(filled)
+    return ops
+
+
+def _read(
+    world: World, tool: ToolSpec, grounding: Grounding, plan: Plan, arguments: Mapping[str, Any]
+) -> Plan | Refused | Broken:
+    read = grounding.read
+    assert read is not None
+    if read.pointer is not None:
+        pointer = fill_pointer(read.pointer, arguments)
+        value = resolve_pointer(plan.state, pointer) if pointer is not None else UNFILLED
+        if value is UNFILLED or is_missing(value):
+            return _refused(world, tool, read.missing or "not_found", f"nothing at {pointer or read.pointer}")
+    else:
+        query = fill_jsonpath(read.jsonpath or "", arguments)
+        try:
+            value = [node.value for node in compile_jsonpath(query).find(plan.state)] if query is not None else []
+        except JSONPathError as exc:  # an argument made the query invalid (e.g. an object where a literal goes)
+            return _refused(world, tool, "invalid_argument", f"the read's JSONPath does not run: {exc}")
+        if not value and read.missing:
+            return _refused(world, tool, read.missing, f"nothing matches {query}")
+        if value and read.key is not None and _single(tool, read.key):
+            value = value[0]
+    if read.fields is not None:
+        value = [_only(item, read.fields) for item in value] if isinstance(value, list) else _only(value, read.fields)
+    if read.key is not None:
+        output: Any = {read.key: value}
+    elif isinstance(value, dict):
+        output = value
+    else:
+        return Broken(f"tool {tool.name!r}: the read gives {type(value).__name__}, not an object: add read.key")
+    problems = validate_instance(tool.output_schema, output) if tool.output_schema and plan.exact else []
+    if problems:
+        return Broken(f"tool {tool.name!r}: the read's output breaks its outputSchema: " + "; ".join(problems[:3]))
+    return Plan(
+        plan.exact,
+        plan.effects,
+        plan.state,
+        output=output,
+        read_key=read.key,
+        read_value=value,
+        held=plan.held,
+        ruled_out=plan.ruled_out | ({read.missing} if read.missing else set()),
+    )
+
+
+def _only(value: Any, fields: list[str]) -> Any:
+    """`value`'s members named in `fields` (a record the state keeps more of than the API shows); a value that is
+    not an object is kept as it is (the output schema then says what is wrong)."""
+    return {name: value[name] for name in fields if name in value} if isinstance(value, dict) else value
+
+
+def _single(tool: ToolSpec, key: str) -> bool:
+    """Whether the outputSchema gives `key` one value (a JSONPath read then answers its first match)."""
+    schema = ((tool.output_schema or {}).get("properties") or {}).get(key)
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    return kind is not None and kind != "array" and not (isinstance(kind, list) and "array" in kind)
+
+
+def _refused(world: World, tool: ToolSpec, code: str, detail: str) -> Refused:
+    when = next((e.when for e in world.error_codes(tool) if e.code == code), code.replace("_", " "))
+    return Refused(code, f"Error ({code}): {when}", f"state-grounded {tool.name}: {detail}")
+
+
+def facts(plan: Plan) -> str:
+    """The declared parts of a guided call, as fixed facts appended to the model's user message."""
+    lines = ["Fixed facts (computed from the state; your answer must agree with them):"]
+    lines += [f"- {pointer} {what}." for pointer, what, _ in plan.held]
+    if plan.ruled_out:
+        lines.append(f"- These errors do not apply: {', '.join(sorted(plan.ruled_out))}.")
+    if plan.effects:
+        lines.append(
+            "- These state changes are applied for you (leave them out of state_patch): " + compact_json(plan.effects)
+        )
+    if plan.output is not None and plan.read_key is not None:
+        lines.append(f"- output.{plan.read_key} is {compact_json(plan.read_value)}.")
+    elif plan.output is not None:
+        lines.append(f"- The output holds these fields with these values: {compact_json(plan.output)}.")
+    return "\n".join(lines)
+
+
+def contradiction(
+    plan: Plan, *, is_error: bool, code: str | None, output: dict[str, Any] | None, patch: list[dict[str, Any]]
+) -> str:
+    """Why a model's answer to a guided call contradicts the declared parts ("" when it does not)."""
+    if is_error:
+        if code in plan.ruled_out:
+            return f"error_code {code!r} contradicts the state (the fixed facts rule it out)"
+        return ""
+    if plan.output is not None and output is not None:
+        problem = _output_contradicts(plan, output)
+        if problem:
+            return problem
+    for op in patch:
+        declared = _overlapping(plan.effects, op)
+        if declared is not None and canonical_json(op) != canonical_json(declared):
+            return (
+                f"state_patch operation {op.get('op')} {op.get('path')} changes what the declared effect "
+                f"{declared['op']} {declared['path']} sets: leave it out"
+            )
+    return ""
+
+
+def _output_contradicts(plan: Plan, output: dict[str, Any]) -> str:
+    if plan.read_key is not None:
+        if plan.read_key not in output:
+            return f"output lacks {plan.read_key!r}, which the state decides"
+        given, expected = output[plan.read_key], plan.read_value
+        if isinstance(expected, list) and not isinstance(given, list):
+            if all(canonical_json(given) != canonical_json(item) for item in expected):
+                return f"output.{plan.read_key} is not one of the state's values {compact_json(expected)}"
+            return ""
+        if canonical_json(given) != canonical_json(expected):
+            return f"output.{plan.read_key} must be {compact_json(expected)} (the state decides it)"
+        return ""
+    assert plan.output is not None
+    for name in sorted(set(output) & set(plan.output)):
+        if canonical_json(output[name]) != canonical_json(plan.output[name]):
+            return f"output.{name} must be {compact_json(plan.output[name])} (the state decides it)"
+    return ""
+
+
+def _tokens(pointer: str) -> list[str]:
+    return pointer.split("/")[1:] if pointer else []
+
+
+def _overlapping(effects: list[dict[str, Any]], op: dict[str, Any]) -> dict[str, Any] | None:
+    """The declared effect whose path is the operation's path, inside it or around it, if any."""
+    paths = [_tokens(str(op.get("path", "")))] + ([_tokens(str(op["from"]))] if "from" in op else [])
+    for effect in effects:
+        target = _tokens(effect["path"])
+        for path in paths:
+            if path[: len(target)] == target or target[: len(path)] == path:
+                return effect
+    return None
+
+
+def merged_patch(plan: Plan, patch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The call's patch: the declared effects, then the model's operations that are not among them."""
+    declared = {canonical_json(op) for op in plan.effects}
+    return [*plan.effects, *(op for op in patch if canonical_json(op) not in declared)]
+
+
+def undeclared(world: World) -> World:
+    """`world` with no tool's grounding: every call is model-answered (the baseline a declaration is measured
+    against, and a world where a tool's simulation itself is under test)."""
+    tools = [tool.model_copy(update={"grounding": None}) for tool in world.tools]
+    fields = {name: getattr(world, name) for name in type(world).model_fields}
+    return type(world).model_construct(**{**fields, "tools": tools})  # not model_copy: it keeps the cached hash

@@ -1,0 +1,221 @@
+"""A tool's grounding: how its answer follows from the episode's state, declared in world.yaml as data.
+
+A `Grounding` names the tool's preconditions (a JSON Pointer template and the value or JSON Schema it must
+satisfy, else a documented error code), its effects (RFC 6902 operations with argument templates) and its
+read (a pointer or an RFC 9535 JSONPath query whose value is the output). Pointers are templates: `{name}` is
+the tool argument `name`. A call whose grounding has a read is answered from the state without a model (`exact`);
+otherwise the model answers with the declared parts given as fixed facts (`guided`). These models hold the shape
+only; `simia.sim.world.loader` checks a declaration against its world, `simia.sim.engine.grounded` runs it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import to_json
+
+__all__ = [
+    "UNFILLED",
+    "Effect",
+    "Grounding",
+    "GroundingMode",
+    "Precondition",
+    "Read",
+    "fill_jsonpath",
+    "fill_pointer",
+    "fill_value",
+    "template_names",
+]
+
+GroundingMode = Literal["exact", "guided"]
+
+_SLOT = re.compile(r"\{\{|\}\}|\{([^{}]+)\}")
+"""`{{` and `}}` (literal braces) or `{name}` (the argument `name`)."""
+
+
+class _Unfilled:
+    """A template that names an argument the call did not give."""
+
+    def __repr__(self) -> str:
+        return "UNFILLED"
+
+
+UNFILLED: Any = _Unfilled()
+"""What a template gives when it names an absent argument (a pointer then resolves to nothing)."""
+
+
+def template_names(value: Any) -> Iterator[str]:
+    """The argument names a template (a string, or any JSON value holding strings) refers to."""
+    if isinstance(value, str):
+        yield from (m.group(1) for m in _SLOT.finditer(value) if m.group(1) is not None)
+    elif isinstance(value, dict):
+        for inner in value.values():
+            yield from template_names(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from template_names(inner)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else to_json(value).decode()
+
+
+def _fill(template: str, arguments: Mapping[str, Any], render: Any) -> str | None:
+    """`template` with each `{name}` rendered by `render`; None when it names an absent argument."""
+    out: list[str] = []
+    end = 0
+    for m in _SLOT.finditer(template):
+        out.append(template[end : m.start()])
+        end = m.end()
+        name = m.group(1)
+        if name is None:
+            out.append(m.group(0)[0])
+        elif name in arguments:
+            out.append(render(arguments[name]))
+        else:
+            return None
+    return "".join(out) + template[end:]
+
+
+def fill_pointer(template: str, arguments: Mapping[str, Any]) -> str | None:
+    """A JSON Pointer template with each `{name}` replaced by the argument's text as one pointer token (`~` and
+    `/` escaped); None when it names an absent argument."""
+    return _fill(template, arguments, lambda v: _text(v).replace("~", "~0").replace("/", "~1"))
+
+
+def fill_jsonpath(template: str, arguments: Mapping[str, Any]) -> str | None:
+    """A JSONPath template with each `{name}` replaced by the argument as a JSON literal; None when it names an
+    absent argument."""
+    return _fill(template, arguments, lambda v: to_json(v).decode())
+
+
+def fill_value(template: Any, arguments: Mapping[str, Any]) -> Any:
+    """A value template filled in: a string that is exactly `{name}` becomes the argument's value (any JSON type),
+    `{name}` inside a longer string its text. A member or item naming an absent argument is left out; the value
+    itself naming one is `UNFILLED`."""
+    if isinstance(template, str):
+        whole = _SLOT.fullmatch(template)
+        if whole is not None and whole.group(1) is not None:
+            return arguments.get(whole.group(1), UNFILLED)
+        filled = _fill(template, arguments, _text)
+        return UNFILLED if filled is None else filled
+    if isinstance(template, dict):
+        members = {key: fill_value(inner, arguments) for key, inner in template.items()}
+        return {key: inner for key, inner in members.items() if inner is not UNFILLED}
+    if isinstance(template, list):
+        items = [fill_value(inner, arguments) for inner in template]
+        return [inner for inner in items if inner is not UNFILLED]
+    return template
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True)
+
+
+class Precondition(_Strict):
+    """What must hold at `pointer` before the call does anything; `error` is the answer when it does not."""
+
+    pointer: str = Field(description="A JSON Pointer template, e.g. /orders/{order_id}.")
+    exists: bool | None = Field(default=None, description="Whether something must (true) or must not be there.")
+    equals: Any = Field(default=None, description="The JSON value that must be there (a value template).")
+    schema_: dict[str, Any] | None = Field(
+        default=None, alias="schema", description="A JSON Schema the value there must satisfy."
+    )
+    error: str = Field(description="The error code returned when the precondition fails (one of the tool's codes).")
+
+    @model_validator(mode="after")
+    def _one_test(self) -> Precondition:
+        given = [name for name in ("exists", "equals", "schema_") if name in self.model_fields_set]
+        if len(given) != 1:
+            raise ValueError("a precondition needs exactly one of exists, equals or schema")
+        return self
+
+    @property
+    def test(self) -> Literal["exists", "equals", "schema"]:
+        """Which of the three tests this precondition makes."""
+        if "exists" in self.model_fields_set:
+            return "exists"
+        return "equals" if "equals" in self.model_fields_set else "schema"
+
+
+class Effect(_Strict):
+    """One RFC 6902 operation the call applies to the state; `path`, `from` and `value` are templates."""
+
+    op: Literal["add", "remove", "replace", "move", "copy", "test"]
+    path: str
+    value: Any = None
+    from_: str | None = Field(default=None, alias="from")
+
+    @model_validator(mode="after")
+    def _rfc6902_shape(self) -> Effect:
+        has_value = "value" in self.model_fields_set
+        if self.op in ("add", "replace", "test") and not has_value:
+            raise ValueError(f"a {self.op!r} effect needs a 'value'")
+        if self.op in ("move", "copy") and self.from_ is None:
+            raise ValueError(f"a {self.op!r} effect needs a 'from' pointer")
+        if self.op in ("remove", "move", "copy") and has_value:
+            raise ValueError(f"a {self.op!r} effect takes no 'value'")
+        if self.op not in ("move", "copy") and self.from_ is not None:
+            raise ValueError(f"a {self.op!r} effect takes no 'from'")
+        return self
+
+    def operation(self) -> dict[str, Any]:
+        """The operation as RFC 6902 JSON (templates not yet substituted)."""
+        out: dict[str, Any] = {"op": self.op, "path": self.path}
+        if self.from_ is not None:
+            out["from"] = self.from_
+        if "value" in self.model_fields_set:
+            out["value"] = self.value
+        return out
+
+
+class Read(_Strict):
+    """Where the output comes from: a pointer's value, or the list of a JSONPath query's matches."""
+
+    pointer: str | None = Field(default=None, description="A JSON Pointer template, e.g. /orders/{order_id}.")
+    jsonpath: str | None = Field(
+        default=None, description='An RFC 9535 query, e.g. "$.products[?@.category == {category}]" (a list).'
+    )
+    key: str | None = Field(default=None, min_length=1, description="The output is {key: value} when given.")
+    fields: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="Keep only these members of the value (of each match, for a list): the API's own view of a "
+        "record, e.g. [product_id, name] of products that hold more.",
+    )
+    missing: str | None = Field(
+        default=None, description="The error code when nothing is there (a jsonpath: when nothing matches)."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Read:
+        if (self.pointer is None) == (self.jsonpath is None):
+            raise ValueError("a read needs exactly one of pointer or jsonpath")
+        if self.fields is not None and len(set(self.fields)) != len(self.fields):
+            raise ValueError("read.fields names a member twice; name each once")
+        return self
+
+
+class Grounding(_Strict):
+    """How a tool's answer follows from the state (see the module docstring)."""
+
+    preconditions: list[Precondition] = Field(default_factory=list, description="Checked in order, first.")
+    effects: list[Effect] = Field(default_factory=list, description="Applied when the preconditions hold.")
+    read: Read | None = Field(default=None, description="How the output follows from the state after the effects.")
+    mode: GroundingMode | None = Field(
+        default=None, description="exact (the default with a read): no model; guided: the model answers."
+    )
+
+    @model_validator(mode="after")
+    def _exact_needs_read(self) -> Grounding:
+        if self.mode == "exact" and self.read is None:
+            raise ValueError("mode exact needs a read (a tool with effects only is always guided)")
+        return self
+
+    @property
+    def exact(self) -> bool:
+        """Whether a call is answered without a model."""
+        return self.read is not None and self.mode != "guided"
