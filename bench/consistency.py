@@ -17,6 +17,9 @@ simulated episode, with no real server, under three simulator models:
 - `embedded model` (SmolLM2 135M on llama.cpp): what a small real model does with the same
   prompts; printed, not asserted. Skipped under `--quick`.
 
+Checks whose later read the state answered (a tool's declared `grounding`, `source: state`) are counted
+apart from those a model answered: a declared read is consistent whatever the model.
+
     python bench/consistency.py [--quick] [--worlds-dir DIR]
 """
 
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from simia.clients.fidelity import consistency, replay
+from simia.clients.fidelity.consistency_checks import pairs, summary
 from simia.sim.backends import Backend, resolve_backend
 from simia.sim.backends.local import LocalBackend
 from simia.sim.engine import ToolCall
@@ -123,6 +127,11 @@ async def measure(
     steps = [step for step, _ in await replay(world, calls, backend)]
     codes = Counter(f"{s.error_kind} {s.error_code}" for s in steps if s.is_error)
     got = f"{len(steps) - sum(codes.values())} answered" + "".join(f", {n} {code}" for code, n in codes.most_common())
+    found = pairs(world, calls, steps)
+    for source, label in (("state", "declared"), ("simulated", "model-answered")):
+        mine = summary([p for p in found if (steps[p.second].source == "state") == (source == "state")])
+        got += f"; {label}: repeated {mine.repeated_read[0]}/{mine.repeated_read[1]}"
+        got += f", after write {mine.read_after_write[0]}/{mine.read_after_write[1]}"
     return (*consistency(world, calls, steps), got)
 
 

@@ -12,7 +12,9 @@ one, another principal's, and the worlds. Each answer must pass:
 - the answer fits the document (status, content type, body schema);
 - every API error is exactly `{"error": {"code", "message"}}` (MCP endpoints: that or a JSON-RPC error);
 - negative data is refused with a 4xx; no token or a wrong one is a 401 (except `/healthz`);
-- another principal's episode is a 404, never its data.
+- another principal's episode is a 404, never its data: alice's token on bob's episodes, and bob's own
+  valid token on alice's (the control, `run_mixed_up`, fuzzes a server that gives both tokens to alice,
+  and must catch it).
 
 Prints `N cases, F failures` (and each distinct failure with a curl to replay it); exits 1 on any
 failure. CI runs a few hundred cases (`tests/server/test_api_fuzz.py`); the long run is `--cases 10000`.
@@ -97,7 +99,9 @@ class Server:
 
 
 @contextlib.contextmanager
-def serve(tmp: Path, tokens: dict[str, str] | None = None) -> Iterator[Server]:
+def serve(tmp: Path, tokens: dict[str, str] | None = None, *, owners: dict[str, str] | None = None) -> Iterator[Server]:
+    """`simia serve` with a `--token-for` per token, each for the principal of its name, or the one `owners`
+    names for it (the fuzzer still takes the token for its name's: the control of `run_mixed_up`)."""
     port = free_port()
     log = tmp / f"server-{port}.log"
     args = [
@@ -115,7 +119,7 @@ def serve(tmp: Path, tokens: dict[str, str] | None = None) -> Iterator[Server]:
         "100000",
     ]
     for name, secret in (tokens or {}).items():
-        args += ["--token-for", f"{name}={secret}"]
+        args += ["--token-for", f"{(owners or {}).get(name, name)}={secret}"]
     with serve_process(*args, port=port, log=log, grace=10, new_session=True) as process:
         yield Server(process.url, process.process, log, dict(tokens or {}))
 
@@ -184,8 +188,13 @@ def _own_checks(response: requests.Response, case: schemathesis.Case, auth: str,
             problems.append(f"HTTP {status} without the error body")
     if auth in ("none", "wrong", "malformed") and not public and status not in (401, 403, 421):
         problems.append(f"a request with {auth} token got HTTP {status}, not 401")
+    if auth == "other" and status == 401:
+        problems.append("another principal's valid token got HTTP 401")
     if foreign_id and status < 400 and not (mcp and status in (202,)):
-        problems.append(f"another principal's episode answered HTTP {status}")
+        if auth == "other":
+            problems.append(f"another principal's token got HTTP {status} on the caller's episode")
+        else:
+            problems.append(f"another principal's episode answered HTTP {status}")
     return problems
 
 
@@ -205,9 +214,9 @@ def fuzz(server: Server, cases: int, seed: int, principal: str | None, report: R
     ids = fixtures(server, principal)
     operations = [result.ok() for result in schema.get_all_operations()]
     buckets = [(op, mode) for op in operations for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)]
-    auths = ["own"] * 5  # most cases get past the guard, a quarter test it
+    auths = ["own"] * 5  # 7 in 10 get past the guard (the caller's token or the other principal's), 3 test it
     if server.tokens:
-        auths += ["none", "wrong", "malformed", "other"]
+        auths += ["other", "other", "none", "wrong", "malformed"]
     session = requests.Session()
     target = report.cases + cases
     # Small operations run out of distinct cases early (hypothesis stops): rounds with new seeds until the target.
@@ -253,23 +262,28 @@ def _bucket(
     )
     @given(case=strategy, data=st.data())
     def one(case: schemathesis.Case, data: st.DataObject) -> None:
-        foreign_id = False
+        owner = None  # whose fixture episode the path names: the caller's (`own`), the other principal's, or none
         if "episode_id" in (case.path_parameters or {}):
             pool = ["generated", *ids.episodes, *(["foreign"] if ids.foreign else [])]
             pick = data.draw(st.sampled_from(pool), label="episode_id")
             if pick == "foreign":
                 case.path_parameters["episode_id"] = data.draw(st.sampled_from(ids.foreign))
-                foreign_id = True
+                owner = "other"
             elif pick != "generated":
                 case.path_parameters["episode_id"] = pick
+                owner = "own"
         if "world" in (case.path_parameters or {}) and data.draw(st.booleans(), label="real world"):
             case.path_parameters["world"] = data.draw(st.sampled_from(ids.worlds))
         auth = data.draw(st.sampled_from(auths), label="auth")
         generated = {k.lower() for k in case.headers or {}}
         if mode.is_negative and headers and "authorization" not in generated:
             auth = "none"  # the negative case is "the required Authorization header is missing": keep it missing
+        # The episode is foreign when its owner is not the principal whose token is sent.
+        foreign_id = owner is not None and owner != ("other" if auth == "other" else "own")
         sent = dict(headers) if auth == "own" else {}
-        if auth == "wrong":
+        if auth == "other":  # the second principal's own valid token: the caller's episodes are foreign to it
+            sent["authorization"] = f"Bearer {ids.other_token}"
+        elif auth == "wrong":
             sent["authorization"] = "Bearer not-a-token"
         elif auth == "malformed":
             sent["authorization"] = data.draw(st.sampled_from(["Bearer", "Basic abc", "bearer  ", "Token x"]))
@@ -310,6 +324,18 @@ def run(cases: int, seed: int = 0) -> Report:
             fuzz(open_server, cases // 2, seed, None, report)
         with serve(Path(tmp), TOKENS) as locked:
             fuzz(locked, cases - cases // 2, seed, "alice", report)
+    return report
+
+
+def run_mixed_up(cases: int, seed: int = 0) -> Report:
+    """The control: a server that gives bob's token to alice (one principal, two secrets), fuzzed as if they were
+    two principals. A fuzzer that sends bob's real token reports it reading alice's episodes."""
+    report = Report()
+    with (
+        tempfile.TemporaryDirectory(prefix="simia-fuzz-") as tmp,
+        serve(Path(tmp), TOKENS, owners={"bob": "alice"}) as mixed,
+    ):
+        fuzz(mixed, cases, seed, "alice", report)
     return report
 
 

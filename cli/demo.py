@@ -2,7 +2,8 @@
 
 Serves the `retail` world in process, runs one task with the built-in agent and user
 simulator, judges it, prints the trajectory (tool calls, outputs, state changes, the
-verdict) and writes it as an SFT record after the same checks `simia export` runs.
+verdict) and writes it as an SFT record after the same checks `simia export` runs: a masked episode (its
+verdict gives no usable reward) is never one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from simia.clients.rollout import RolloutConfig, rollout
 from simia.sim.backends import Backend
 from simia.sim.backends.local import LocalBackend, embedded_model_path
 from simia.sim.errors import BackendConfigError
+from simia.sim.verdict import outcome
 from simia.sim.world import Task, World
 from simia.training.export import check_transcript, openai_record
 
@@ -74,7 +76,10 @@ async def run_demo(
     )
     render(result.transcript, episode.events if episode else [], episode.verdict if episode else None, out)
     record_path = out_dir / "sft.jsonl"
+    judged = outcome(episode.verdict if episode else None)
     problems = check_transcript(world, result.transcript) if result.transcript else ["no transcript"]
+    if judged.kind == "masked":
+        problems = [f"the episode is {judged}: simia export leaves it out unless --include-masked", *problems]
     if problems:
         record_path.unlink(missing_ok=True)
         print(f"\nNo SFT record: the export checks dropped it ({'; '.join(problems[:3])})", file=out)

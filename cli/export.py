@@ -1,10 +1,12 @@
-"""`simia export`: logged episodes as training data (OpenAI, Hugging Face, ShareGPT, Hermes, RL rows)."""
+"""`simia export`: logged episodes as training data (OpenAI, Hugging Face, ShareGPT, Hermes, RL rows), built from the
+worlds as the database recorded them (`--worlds-dir` only for episodes logged before it did)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +34,14 @@ def _export(args: argparse.Namespace) -> int:
     if not out.parent.is_dir():
         what = "is a file" if out.parent.exists() else "does not exist; create it first"
         raise CliError(f"--out {args.out!r}: folder {str(out.parent)!r} {what}")
-    worlds = load_world_set(args)
+    worlds = load_world_set(args) if args.worlds_dir else None
     report = asyncio.run(
         export(
             args.db,
             args.format,
             out,
             worlds,
+            include_masked=args.include_masked,
             world=args.world,
             task=args.task,
             min_reward=args.min_reward,
@@ -48,6 +51,8 @@ def _export(args: argparse.Namespace) -> int:
         )
     )
     print(report.render())
+    for note in report.notes:
+        print(note, file=sys.stderr)
     return 0
 
 
@@ -68,6 +73,11 @@ def register(sub: Any) -> None:
         choices=["include", "drop"],
         default="include",
         help="episodes with faults injected by a perturbation: include (default) or drop",
+    )
+    p.add_argument(
+        "--include-masked",
+        action="store_true",
+        help="also export episodes whose reward is masked (judge error, infrastructure failure, fabricated calls)",
     )
     add_worlds_dir(p)
     p.set_defaults(func=_export)

@@ -15,7 +15,7 @@ from simia.clients.user import UserSimulator
 from simia.sim.backends import Backend
 from simia.sim.world import World, load_world
 
-from ._common import CliError, add_model_flags, add_worlds_dir, backend, load_world_set, positive
+from ._common import CliError, add_model_flags, add_worlds_dir, backend, http_header, load_world_set, positive
 
 __all__ = ["register"]
 
@@ -32,7 +32,9 @@ def _fidelity(args: argparse.Namespace) -> int:
         raise CliError("say where the real server is: --real URL, or -- COMMAND ARGS... (stdio)")
     if bool(args.calls) == bool(args.agent):
         raise CliError("say what to run: --calls FILE.jsonl, or --agent SPEC --task ID (one of the two)")
-    headers = dict(h.split(":", 1) for h in args.header or [])
+    if args.header and not isinstance(real, str):
+        raise CliError("--header is for --real URL; a command (stdio) gets no HTTP headers")
+    headers = dict(args.header or [])
     model = backend(args.backend, args)
     run = _sequence(args, world, real, model, headers)
     try:
@@ -63,7 +65,10 @@ def _sequence(
             calls = load_calls(args.calls, world)
         except ValueError as exc:
             raise CliError(str(exc)) from None
-        return run_fidelity(world, real, calls, model, headers=headers, allow_drift=args.allow_drift, grader=grader)
+        return run_fidelity(
+            world, real, calls, model, headers=headers, allow_drift=args.allow_drift,
+            allow_writes=args.allow_writes, grader=grader,
+        )  # fmt: skip
     if args.task is None:
         raise CliError("--agent runs one of the world's tasks: add --task ID")
     task = world.task(args.task)
@@ -74,8 +79,9 @@ def _sequence(
     user_model = backend(args.user, args) if args.user and task.user_hidden else None
     user = UserSimulator(user_model, instruction=task.instruction, hidden=task.user_hidden) if user_model else None
     return run_agent_fidelity(
-        world, real, agent, task, model, user=user, headers=headers, allow_drift=args.allow_drift, grader=grader
-    )
+        world, real, agent, task, model, user=user, headers=headers, allow_drift=args.allow_drift,
+        allow_writes=args.allow_writes, grader=grader,
+    )  # fmt: skip
 
 
 def register(sub: Any) -> None:
@@ -88,7 +94,13 @@ def register(sub: Any) -> None:
         metavar="URL",
         help="the real server: a streamable HTTP URL, or `--real -- COMMAND ARGS...` (stdio; `--real` may be left out)",
     )
-    p.add_argument("--header", action="append", metavar="K:V", help="HTTP header for --real URL (repeatable)")
+    p.add_argument(
+        "--header",
+        action="append",
+        type=http_header,
+        metavar="NAME:VALUE",
+        help="HTTP header for --real URL (repeatable)",
+    )
     p.add_argument("--calls", metavar="FILE", help='JSONL: one {"tool", "arguments"} a line')
     p.add_argument("--agent", metavar="SPEC", help="instead of --calls: the built-in agent's model (backend SPEC)")
     p.add_argument("--task", metavar="ID", help="the world's task the --agent runs on the real server")
@@ -100,5 +112,10 @@ def register(sub: Any) -> None:
     p.add_argument("--report", metavar="FILE", help="write the JSON report here")
     p.add_argument("--min-agreement", type=float, metavar="X", help="exit 1 when the agreement is under X (0-1)")
     p.add_argument("--allow-drift", action="store_true", help="go on when the world's tools differ from the real ones")
+    p.add_argument(
+        "--allow-writes",
+        action="store_true",
+        help="run calls of tools not annotated readOnlyHint on the real server (refused without it)",
+    )
     add_worlds_dir(p)
     p.set_defaults(func=_fidelity, command_after_dashes=[])  # `-- COMMAND ARGS...`: the real server over stdio

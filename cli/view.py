@@ -1,9 +1,13 @@
-"""`simia view`: the episode viewer over a database, read-only, without serving worlds."""
+"""`simia view`: the episode viewer over a database, read-only, without serving worlds: the worlds it shows are the
+ones the database recorded (`--worlds-dir` only for episodes logged before it did)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sqlite3
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +15,8 @@ import uvicorn
 from simia.server.settings import ServerSettings
 from simia.server.viewer import viewer_app
 from simia.sim.errors import SimiaError
-from simia.sim.storage import open_store
+from simia.sim.storage import EpisodeWorlds, open_store
+from simia.sim.world import World
 
 from ._common import CliError, add_worlds_dir, load_world_set
 from .serve import _check_listen, _named_token, _port, simia_version
@@ -19,8 +24,21 @@ from .serve import _check_listen, _named_token, _port, simia_version
 __all__ = ["register"]
 
 
+async def _recorded_worlds(target: str, folders: Mapping[str, World] | None) -> dict[str, World]:
+    """Each world of the database at `target` as its newest episodes ran it; what could not be found is printed."""
+    store = open_store(target, read_only=True)
+    try:
+        found = EpisodeWorlds(store, folders)
+        worlds = await found.latest()
+    finally:
+        await store.close()
+    for note in found.notes():
+        print(note, file=sys.stderr)
+    return worlds
+
+
 def _view(args: argparse.Namespace) -> int:
-    worlds = load_world_set(args) if args.worlds_dir else {}
+    folders = load_world_set(args) if args.worlds_dir else None
     try:
         settings = ServerSettings(
             host=args.host,
@@ -38,6 +56,7 @@ def _view(args: argparse.Namespace) -> int:
             raise CliError(f"no database at {args.db!r}; pass --db PATH (the file `simia serve --db` wrote)")
     _check_listen(args.host, args.port)
     try:
+        worlds = asyncio.run(_recorded_worlds(target, folders))
         store = open_store(target, read_only=True)
     except (SimiaError, sqlite3.Error) as exc:
         raise CliError(f"--db {args.db!r}: {exc}; pass --db PATH (the file `simia serve --db` wrote)") from None

@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from simia.sim.verdict import Verdict
+from simia.sim.verdict import Verdict, outcome
 from simia.sim.wire import Event
 
 __all__ = ["render"]
@@ -42,7 +42,7 @@ def render(transcript: list[dict[str, Any]], events: Sequence[Event], verdict: V
             if event and event.state_patch:
                 print(f"  STATE      {_short(event.state_patch)}", file=out)
     if verdict:
-        print(f"  VERDICT    reward={verdict.reward} status={verdict.status}", file=out)
+        print(f"  VERDICT    {outcome(verdict)}", file=out)
         for check in verdict.rule_checks:
             mark = "pass" if check.passed else "FAIL"
             print(

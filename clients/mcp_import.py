@@ -5,14 +5,18 @@ headers) or stdio (a command it launches). What it answers becomes a
 `simia.sim.importers.mcp.ServerListing`; `simia.sim.importers.mcp.world_from_listing` turns that
 into world files. Every failure is an `ImportSourceError` with one line that says what happened.
 
-    listing = await read_server("http://127.0.0.1:3001/mcp", headers={"Authorization": "Bearer ..."})
+    listing = await read_server("http://127.0.0.1:3001/mcp", headers={"Authorization": "Bearer ${GITHUB_TOKEN}"})
     listing = await read_server(["npx", "-y", "@modelcontextprotocol/server-everything"])
+
+The listing's `real_server` (world.yaml's) keeps the headers and environment variables the server was read
+with as `${NAME}` references, never their values (`simia.sim.importers.mcp.real_server_record`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, TextIO
@@ -24,7 +28,15 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from simia.sim.errors import ImportSourceError
-from simia.sim.importers import ProbeCall, ProbeResult, ReportEntry, ServerListing, check_probe_calls
+from simia.sim.importers import (
+    ProbeCall,
+    ProbeResult,
+    ReportEntry,
+    ServerListing,
+    check_probe_calls,
+    real_server_record,
+)
+from simia.sim.world import RealServer
 
 __all__ = ["MAX_PAGES", "connect", "read_server"]
 
@@ -40,28 +52,39 @@ async def read_server(
     probe: Sequence[ProbeCall] = (),
     allow_writes: bool = False,
     timeout: float = 60.0,
+    environ: Mapping[str, str] | None = None,
 ) -> ServerListing:
     """Connect, read everything an import needs, run the probe calls, disconnect.
 
     Args:
         target: a streamable HTTP URL, or a command and its arguments (stdio).
-        headers: extra HTTP headers (e.g. Authorization); URL targets only.
-        env: extra environment variables for a stdio server (on top of the SDK's safe defaults).
+        headers: extra HTTP headers (e.g. Authorization); URL targets only. `${NAME}` in a value is read from
+            `environ`, and written to world.yaml as given; any other value is written as a reference.
+        env: extra environment variables for a stdio server (on top of the SDK's safe defaults); likewise.
         probe: calls to run on the real server; their results become reference trajectories.
         allow_writes: also run probe calls on tools not marked `readOnlyHint: true`.
         timeout: seconds for the whole exchange.
+        environ: where `${NAME}` references are read (default: this process's environment).
 
     Raises:
-        ImportSourceError: unreachable server, a failing handshake or tools/list, a bad probe call, a timeout.
+        ImportSourceError: unreachable server, a failing handshake or tools/list, a bad probe call, a timeout,
+            a malformed or unset `${NAME}`.
     """
     where = target if isinstance(target, str) else " ".join(target)
+    try:
+        record, given, notes = real_server_record(target, headers or {}, env or {})
+        server = RealServer.model_validate(record)
+        headers, env = server.resolved({**(os.environ if environ is None else environ), **given})
+    except ValueError as exc:
+        raise ImportSourceError(str(exc)) from None
     refused: list[str] = []  # HTTP statuses >= 400 (the SDK's error for them does not carry the status)
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         try:
             with anyio.fail_after(timeout):
-                async with connect(target, headers or {}, env or {}, errlog, timeout, refused) as client:
+                async with connect(target, headers, env, errlog, timeout, refused) as client:
                     listing = await _listing(client, where)
-                    listing.real_server = {"url": target} if isinstance(target, str) else {"command": list(target)}
+                    listing.real_server = record
+                    listing.report.extend(notes)
                     if probe:
                         try:
                             check_probe_calls(probe, listing.tools, allow_writes=allow_writes)

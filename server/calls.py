@@ -166,14 +166,14 @@ class CallPipeline:
             return world.name, event
         max_bytes = self.settings.max_argument_bytes
         routed_event, fell_back = await routed(
-            self.real, world, tool, arguments, request_key, max_argument_bytes=max_bytes
+            self.real, episode_id, world, tool, arguments, request_key, max_argument_bytes=max_bytes
         )
         if routed_event is not None:  # answered by the real server (or its failure): the state is unchanged
             event = await self.store.commit_event(episode_id, routed_event, expected_seq=episode.seq)
             entry.applied(episode, event, None)
             return world.name, event
         fault = draw_fault(episode, world, tool, arguments, max_argument_bytes=max_bytes)
-        if fault in PRE_CALL:
+        if fault is not None and fault.kind in PRE_CALL:
             event = injected(world, tool, arguments, fault, request_key)
             new_state = None
         else:
@@ -193,7 +193,7 @@ class CallPipeline:
             event = _event_of(step, request_key)
             if fell_back:
                 event = replace(event, detail=f"{fell_back}; simulated instead. {event.detail}".strip())
-            if fault is not None and not step.is_error:
+            if fault is not None:  # an error answer too: the rate holds (`simia.sim.engine.faults`)
                 event, new_state = perturbed(world, event, new_state, fault, entry.recent, request_key)
             if new_state is not None:
                 event = self._cost_of_patch(event)
@@ -272,4 +272,5 @@ def _event_of(step: Step, request_key: str | None) -> EventRecord:
         model=step.model,
         detail=step.detail,
         request_key=request_key,
+        source=step.source,
     )

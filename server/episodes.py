@@ -44,7 +44,8 @@ class EpisodeService:
         settings: limits and budgets.
         metrics: what `/metrics` reports (default: a new `Metrics()`).
         judge: scores an ended episode (None: episodes end without a verdict).
-        real: calls the real server of tools routed `real` (default: `RealTools()`).
+        real: calls the real server of tools routed `real`, a session per episode (default: `RealTools()` with
+            `settings.max_real_sessions`); an episode's session closes when it ends or is swept.
     """
 
     def __init__(
@@ -58,7 +59,7 @@ class EpisodeService:
         real: RealTools | None = None,
     ) -> None:
         self.worlds = worlds
-        self.real = real or RealTools()
+        self.real = real or RealTools(max_sessions=settings.max_real_sessions)
         self.simulator = simulator
         self.store = store
         self.settings = settings
@@ -161,6 +162,7 @@ class EpisodeService:
             base_patches=base_patches,
             **fields,
         )
+        await self.store.put_world(world)  # the world as served, once per hash and process: the log stands alone
         await self.store.create_episode(episode)
         self._live.remember(episode)
         self.metrics.episodes[episode.world] += 1
@@ -233,6 +235,7 @@ class EpisodeService:
         finally:
             entry.users -= 1
         self._live.forget(episode_id, entry)
+        await self.real.close(episode_id)  # its real server's session (a process, for a command server)
         if was_active:
             self.metrics.live -= 1
         return await self.get(episode_id, principal)
@@ -247,5 +250,14 @@ class EpisodeService:
                 entry.record.status = "abandoned"
             if entry is not None:
                 self._live.forget(episode_id, entry)
+            await self.real.close(episode_id)
+        for episode_id in self.real.episodes():  # closed by another replica: its session here goes too
+            record = await self.store.get_episode(episode_id)
+            if record is None or record.status != "active":
+                await self.real.close(episode_id)
         self.metrics.live = await self.store.count_live()
         return ids
+
+    async def close(self) -> None:
+        """Close what the service holds open outside the store: the real servers' sessions (the server stops)."""
+        await self.real.close_all()

@@ -4,10 +4,12 @@ One call sequence runs against the real MCP server (`real`) and against a fresh 
 the world (`simulation`: the simulator in process, state carried from call to call). Per call
 (`compare`): did both answer or both fail (outcome), is the simulated answer valid against the tool's
 output schema, how many key paths they share (structure) and how many JSON leaves are equal (values),
-and whether error codes agree; with a grader, a model grades each step (`grading`). Two checks need no
-real server (`consistency_checks`): a read-only call repeated with no write between answers the same
-(repeated read), and a read-only call repeated after a write that changed the state answers
-differently (read after write). `report` aggregates it all and renders it as text or JSON.
+and, for a real error, whether the simulation erred with the same code (a simulator failure never agrees);
+each figure stands beside what a null and a constant simulator score on the same calls (`baselines`).
+With a grader, a model grades each step (`grading`). `consistency_checks` finds pairs of calls: a read
+repeated with no write between must answer as before, and a read of what a write named must show what
+the write set. `report` aggregates it all, model-answered and state-answered calls apart, as text or JSON.
+Writes (tools not annotated `readOnlyHint`) run on the real server only when allowed (`allow_writes`).
 
 The sequence is a calls file (`run_fidelity`) or what the built-in agent does on one of the world's
 tasks against the real server (`run_agent_fidelity`: its calls and the real answers are recorded, then
@@ -16,21 +18,27 @@ replayed on the simulation).
 
 from __future__ import annotations
 
-from .consistency_checks import consistency
+from .compare import CallComparison
+from .consistency_checks import Check, Consistency, Pair, consistency, pairs, summary
 from .real import RecordingClient, tool_drift
-from .report import AgentSummary, CallComparison, FidelityReport
+from .report import AgentSummary, FidelityReport
 from .run import load_calls, run_agent_fidelity, run_fidelity
 from .simulation import replay
 
 __all__ = [
     "AgentSummary",
     "CallComparison",
+    "Check",
+    "Consistency",
     "FidelityReport",
+    "Pair",
     "RecordingClient",
     "consistency",
     "load_calls",
+    "pairs",
     "replay",
     "run_agent_fidelity",
     "run_fidelity",
+    "summary",
     "tool_drift",
 ]

@@ -1,10 +1,12 @@
 """Agreement of one call: the real server's answer and the simulated step side by side, scored on outcome
-(both answered or both failed), the simulated answer's fit to the tool's output schema, shared key paths
-(structure), equal JSON leaves (values) and error codes."""
+(both answered or both failed with an agent error), the simulated answer's fit to the tool's output schema,
+shared key paths (structure), equal JSON leaves (values) and, for two errors, the error code. An `Answer` is
+one side's answer in one shape, so the consistency checks read both sides alike."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -12,64 +14,126 @@ from simia.sim.engine import Step, ToolCall
 from simia.sim.schema import validate_instance
 from simia.sim.world import ToolSpec, World
 
-from .report import CallComparison
-
-__all__ = ["compare"]
+__all__ = ["Answer", "CallComparison", "compare", "leaves", "real_answer", "simulated_answer"]
 
 
-def compare(
-    index: int, call: ToolCall, tool: ToolSpec | None, world: World, real: types.CallToolResult, step: Step
-) -> CallComparison:
+@dataclass
+class CallComparison:
+    """One call, answered by the real server and by the simulation."""
+
+    index: int
+    tool: str
+    arguments: dict[str, Any]
+    real_error: bool
+    sim_error: bool
+    sim_infra: bool
+    outcome_agrees: bool  # both answered, or both failed with the simulation's failure an agent error
+    schema_valid: bool | None  # None: the tool has no output schema, or the simulation failed
+    structure: float | None  # key-path Jaccard, when both answered
+    values: float | None  # share of equal leaves over all leaf paths, when both answered
+    real_code: str | None  # the tool's code the real error text names (None: it names none)
+    sim_code: str | None
+    code_agrees: bool | None  # the real server errored: the simulation erred with that same code
+    source: str = "simulated"  # the simulated step's: `simulated` (a model answered) or `state` (no model)
+    real: Any = None
+    simulated: Any = None
+    null: float = 0.0  # what the null simulator scores on this call (`baselines`)
+    constant: float = 0.0  # what the constant simulator scores on this call
+    grade: dict[str, dict[str, Any]] | None = None  # `--grade`: dimension -> {"score", "reason"}
+    grade_error: str | None = None  # `--grade`: why this step has no grade
+
+    @property
+    def agreement(self) -> float:
+        """The value agreement of two answers; for a real error, 1 when the simulation erred with the same
+        documented code; 0 otherwise (one answered and one failed, another code, or a simulator failure)."""
+        if not self.outcome_agrees:
+            return 0.0
+        return float(bool(self.code_agrees)) if self.real_error else float(self.values or 0.0)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One side's answer to a call: a JSON value, or an error (`value` is then its text) with its code (None for
+    a real error text that names none of the tool's codes)."""
+
+    error: bool
+    code: str | None = None
+    value: Any = None
+
+    def same(self, other: Answer) -> bool:
+        """Two answers alike: equal values, or errors of one code (two real errors naming no code: equal texts)."""
+        if self.error != other.error:
+            return False
+        if self.error:
+            return self.code == other.code and (self.code is not None or self.value == other.value)
+        return bool(self.value == other.value)
+
+
+def real_answer(result: types.CallToolResult, tool: ToolSpec | None, world: World) -> Answer:
+    """The real server's answer: its structured content, its text parsed as JSON, or `{"text": ...}`."""
+    text = "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+    if result.is_error:
+        return Answer(True, world.code_named(text, tool) if tool else None, text)
+    if result.structured_content is not None:
+        return Answer(False, value=result.structured_content)
+    try:
+        return Answer(False, value=json.loads(text))
+    except json.JSONDecodeError:
+        return Answer(False, value={"text": text})
+
+
+def simulated_answer(step: Step) -> Answer | None:
+    """The simulated answer, or None for an infrastructure failure (the simulator gave no answer)."""
+    if step.error_kind == "infra":
+        return None
+    return Answer(True, step.error_code, step.text) if step.is_error else Answer(False, value=step.output)
+
+
+def compare(index: int, call: ToolCall, tool: ToolSpec | None, real: Answer, step: Step) -> CallComparison:
     """One call compared (`tool` is None for a name the world lacks: an agent's call may name one)."""
-    real_error, sim_error = bool(real.is_error), bool(step.is_error)
-    real_answer, sim_answer = (_real_answer(real) if not real_error else None), step.output
+    sim_infra = step.error_kind == "infra"
+    real_error, sim_error = real.error, bool(step.is_error)
+    sim_answer = step.output
     structure = values = None
     if not real_error and not sim_error:
-        a, b = _leaves(real_answer), _leaves(sim_answer)
+        a, b = leaves(real.value), leaves(sim_answer)
         union = set(a) | set(b)
         structure = len(set(a) & set(b)) / len(union) if union else 1.0
         values = sum(1 for p in union if p in a and p in b and a[p] == b[p]) / len(union) if union else 1.0
     schema_valid = None
     if tool and tool.output_schema and not sim_error:
         schema_valid = not validate_instance(tool.output_schema, sim_answer)
-    real_text = "\n".join(c.text for c in real.content if isinstance(c, types.TextContent))
+    sim_code = step.error_code if sim_error else None
     return CallComparison(
         index=index,
         tool=call.tool,
         arguments=call.arguments,
         real_error=real_error,
         sim_error=sim_error,
-        sim_infra=step.error_kind == "infra",
-        outcome_agrees=real_error == sim_error,
+        sim_infra=sim_infra,
+        outcome_agrees=real_error == sim_error and not sim_infra,
         schema_valid=schema_valid,
         structure=structure,
         values=values,
-        real_code=world.code_named(real_text, tool) if real_error and tool else None,
-        sim_code=step.error_code if sim_error else None,
-        real=real_answer if not real_error else real_text,
+        real_code=real.code,
+        sim_code=sim_code,
+        code_agrees=(real.code is not None and real.code == sim_code and not sim_infra) if real_error else None,
+        source=step.source,
+        real=real.value,
         simulated=sim_answer if not sim_error else step.text,
     )
 
 
-def _real_answer(result: types.CallToolResult) -> Any:
-    if result.structured_content is not None:
-        return result.structured_content
-    text = "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return {"text": text}
-
-
-def _leaves(value: Any, path: str = "") -> dict[str, Any]:
+def leaves(value: Any, path: str = "") -> dict[str, Any]:
+    """A JSON value's leaves by path (`/key/0/...`); an empty object or list is a leaf."""
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for key, item in value.items():
-            out.update(_leaves(item, f"{path}/{key}"))
+            out.update(leaves(item, f"{path}/{key}"))
         return out or {path: {}}
     if isinstance(value, list):
         out = {}
         for i, item in enumerate(value):
-            out.update(_leaves(item, f"{path}/{i}"))
+            out.update(leaves(item, f"{path}/{i}"))
         return out or {path: []}
     return {path: value}

@@ -10,7 +10,7 @@ from simia.sim.judging import GradeError, grade_step
 from simia.sim.records import PastCall
 from simia.sim.world import ToolSpec
 
-from .report import CallComparison
+from .compare import CallComparison
 
 __all__ = ["grade"]
 

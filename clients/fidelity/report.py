@@ -1,5 +1,7 @@
 """The fidelity report: each call as the real server and the simulation answered it, their agreement per
-tool and overall, the consistency counts and the step grades, as a text table or a JSON object."""
+tool, per source (model-answered or answered from the state) and overall, each beside what the null and the
+constant simulator score on the same calls, the consistency pairs and the step grades, as a text table or a
+JSON object."""
 
 from __future__ import annotations
 
@@ -9,36 +11,10 @@ from typing import Any
 
 from simia.sim.judging import DIMENSIONS
 
-__all__ = ["AgentSummary", "CallComparison", "FidelityReport"]
+from .compare import CallComparison
+from .consistency_checks import Check, Pair, summary
 
-
-@dataclass
-class CallComparison:
-    """One call, answered by the real server and by the simulation."""
-
-    index: int
-    tool: str
-    arguments: dict[str, Any]
-    real_error: bool
-    sim_error: bool
-    sim_infra: bool
-    outcome_agrees: bool
-    schema_valid: bool | None  # None: the tool has no output schema, or the simulation failed
-    structure: float | None  # key-path Jaccard, when both answered
-    values: float | None  # share of equal leaves over all leaf paths, when both answered
-    real_code: str | None
-    sim_code: str | None
-    real: Any = None
-    simulated: Any = None
-    grade: dict[str, dict[str, Any]] | None = None  # `--grade`: dimension -> {"score", "reason"}
-    grade_error: str | None = None  # `--grade`: why this step has no grade
-
-    @property
-    def agreement(self) -> float:
-        """1 for matching errors, the value agreement for two answers, 0 when one failed and one did not."""
-        if not self.outcome_agrees:
-            return 0.0
-        return 1.0 if self.real_error else float(self.values or 0.0)
+__all__ = ["AgentSummary", "FidelityReport"]
 
 
 @dataclass
@@ -57,13 +33,29 @@ class FidelityReport:
     world: str
     real: str
     calls: list[CallComparison] = field(default_factory=list)
-    repeated_read: tuple[int, int] = (0, 0)  # (consistent, checked)
-    read_after_write: tuple[int, int] = (0, 0)
+    pairs: list[Pair] = field(default_factory=list)  # the consistency checks' pairs of calls
+    constant_code: str | None = None  # the constant simulator's one error code (`baselines`)
     agent: AgentSummary | None = None
     stopped: str = ""  # the real server failed mid-run: what happened (the report covers the calls before)
 
     def agreement(self) -> float:
-        return sum(c.agreement for c in self.calls) / len(self.calls) if self.calls else 0.0
+        return _mean([c.agreement for c in self.calls]) or 0.0
+
+    def baselines(self) -> tuple[float, float]:
+        """(null, constant): what those simulators score over the same calls."""
+        return _mean([c.null for c in self.calls]) or 0.0, _mean([c.constant for c in self.calls]) or 0.0
+
+    @property
+    def repeated_read(self) -> Check:
+        return summary(self.pairs).repeated_read
+
+    @property
+    def read_after_write(self) -> Check:
+        return summary(self.pairs).read_after_write
+
+    def by_source(self) -> dict[str, dict[str, Any]]:
+        """Model-answered (`simulated`) and answered-from-the-state (`state`) calls apart."""
+        return {source: _figures([c for c in self.calls if c.source == source]) for source in ("simulated", "state")}
 
     @property
     def graded(self) -> bool:
@@ -85,7 +77,7 @@ class FidelityReport:
                 "schema_valid": _share(valid) if valid else None,
                 "structure": _mean([c.structure for c in mine if c.structure is not None]),
                 "values": _mean([c.values for c in mine if c.values is not None]),
-                "agreement": _mean([c.agreement for c in mine]),
+                **{k: v for k, v in _figures(mine).items() if k != "calls"},
             }
             if self.graded:
                 tools[tool]["grade"] = _mean(
@@ -98,8 +90,13 @@ class FidelityReport:
             "world": self.world,
             "real": self.real,
             "agreement": self.agreement(),
-            "repeated_read": {"consistent": self.repeated_read[0], "checked": self.repeated_read[1]},
-            "read_after_write": {"consistent": self.read_after_write[0], "checked": self.read_after_write[1]},
+            "null_agreement": self.baselines()[0],
+            "constant_agreement": self.baselines()[1],
+            "constant_code": self.constant_code,
+            "by_source": self.by_source(),
+            "repeated_read": self.repeated_read._asdict(),
+            "read_after_write": self.read_after_write._asdict(),
+            "pairs": [asdict(p) for p in self.pairs],
             "agent": asdict(self.agent) if self.agent else None,
             "stopped": self.stopped or None,
             "grades": self.grades() if self.graded else None,
@@ -109,15 +106,22 @@ class FidelityReport:
 
     def render(self) -> str:
         lines = [self.agent_line()] if self.agent else []
-        figures = ["outcome", "schema_valid", "structure", "values", "agreement"] + (["grade"] if self.graded else [])
+        figures = ["outcome", "schema_valid", "structure", "values", "agreement", "null", "constant"]
+        figures += ["grade"] if self.graded else []
         rows: list[tuple[str, ...]] = [("TOOL", "CALLS", *(f.split("_")[0].upper() for f in figures))]
         for tool, s in self.per_tool().items():
             rows.append((tool, str(s["calls"]), *(_fmt(s[k]) for k in figures)))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-        lines.append(f"agreement {self.agreement():.2f} over {len(self.calls)} calls")
-        for name, (ok, checked) in (("repeated read", self.repeated_read), ("read after write", self.read_after_write)):
-            lines.append(f"{name}: {ok}/{checked} consistent" if checked else f"{name}: no such pair in the calls")
+        null, constant = self.baselines()
+        always = f" (always {self.constant_code})" if self.constant_code else ""
+        lines.append(
+            f"agreement {self.agreement():.2f} over {len(self.calls)} calls;"
+            f" null simulator {null:.2f}, constant simulator {constant:.2f}{always}"
+        )
+        lines.append("by source: " + "; ".join(_source_line(k, s) for k, s in self.by_source().items()))
+        for name, check in (("repeated read", self.repeated_read), ("read after write", self.read_after_write)):
+            lines.append(f"{name}: {_check_line(check)}")
         if self.graded:
             means = "  ".join(f"{d} {_fmt(m)}" for d, m in self.grades().items())
             failed = sum(1 for c in self.calls if c.grade_error)
@@ -133,6 +137,35 @@ class FidelityReport:
         assert a is not None
         why = f" ({a.error})" if a.error else ""
         return f"agent on task {a.task}: {a.calls} calls on the real server in {a.turns} turns, stop: {a.stop}{why}"
+
+
+def _figures(calls: Sequence[CallComparison]) -> dict[str, Any]:
+    """The agreement of `calls` beside the null and constant simulators' on them (None without calls)."""
+    return {
+        "calls": len(calls),
+        "agreement": _mean([c.agreement for c in calls]),
+        "null": _mean([c.null for c in calls]),
+        "constant": _mean([c.constant for c in calls]),
+    }
+
+
+def _source_line(source: str, figures: dict[str, Any]) -> str:
+    label = {"simulated": "model", "state": "state"}[source]
+    if not figures["calls"]:
+        return f"{label} 0 calls"
+    return (
+        f"{label} {figures['calls']} calls agreement {figures['agreement']:.2f}"
+        f" (null {figures['null']:.2f}, constant {figures['constant']:.2f})"
+    )
+
+
+def _check_line(check: Check) -> str:
+    found = f"{check.found} pair{'s' * (check.found != 1)} found"
+    if not check.found:
+        return "no such pair in the calls"
+    if not check.checked:
+        return f"{found}, none could be checked (see the report's pairs)"
+    return f"{check.consistent}/{check.checked} consistent ({found}, {check.checked} checked)"
 
 
 def _share(flags: Sequence[bool]) -> float:

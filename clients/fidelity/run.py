@@ -1,10 +1,12 @@
 """The two fidelity runs: a calls file (`run_fidelity`), or the built-in agent on one of the world's tasks
-(`run_agent_fidelity`), played on the real server, then replayed on a fresh simulation and compared."""
+(`run_agent_fidelity`), played on the real server, then replayed on a fresh simulation and compared. A run
+that could write on the real server (a call, or for the agent a tool, not annotated `readOnlyHint`) is
+refused before anything runs unless `allow_writes`: a fidelity run must not change real data by surprise."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import mcp_types as types
@@ -16,6 +18,7 @@ from simia.sim.world import Task, World, apply_patch
 
 from ..agent import Agent, EpisodeRun
 from ..user import UserSimulator
+from .consistency_checks import read_only
 from .real import RecordingClient, on_real_server, until_failure, where
 from .report import AgentSummary, FidelityReport
 from .simulation import simulate
@@ -67,6 +70,7 @@ async def run_fidelity(
     *,
     headers: dict[str, str] | None = None,
     allow_drift: bool = False,
+    allow_writes: bool = False,
     grader: Backend | None = None,
 ) -> FidelityReport:
     """Run `calls` on the real server (a URL or a stdio command) and on a fresh simulation of `world`;
@@ -76,9 +80,12 @@ async def run_fidelity(
     what happened.
 
     Raises:
-        ValueError: the world's tools differ from the real server's (unless `allow_drift`).
+        ValueError: `calls` hold writes (unless `allow_writes`), or the world's tools differ from the real
+            server's (unless `allow_drift`).
         Exception: the real server could not be reached, or failed before answering anything.
     """
+    if not allow_writes:
+        _refuse_writes(world, (call.tool for call in calls), "the calls include")
     answers: list[types.CallToolResult] = []
 
     async def play(client: Client) -> None:
@@ -101,6 +108,7 @@ async def run_agent_fidelity(
     user: UserSimulator | None = None,
     headers: dict[str, str] | None = None,
     allow_drift: bool = False,
+    allow_writes: bool = False,
     seed: int | None = None,
     grader: Backend | None = None,
 ) -> FidelityReport:
@@ -109,9 +117,12 @@ async def run_agent_fidelity(
     with `grader`).
 
     Raises:
-        ValueError: the world's tools differ from the real server's (unless `allow_drift`).
+        ValueError: the world has writes the agent may call (unless `allow_writes`), or its tools differ from
+            the real server's (unless `allow_drift`).
         Exception: the real server could not be reached or died (its error, for the caller to report).
     """
+    if not allow_writes:
+        _refuse_writes(world, (tool.name for tool in world.tools), "the agent may call")
 
     recorded: list[tuple[ToolCall, types.CallToolResult]] = []
     runs: list[EpisodeRun] = []
@@ -129,3 +140,13 @@ async def run_agent_fidelity(
     report.agent = AgentSummary(task.id, run.stop, run.turns, len(calls), run.agent_error or run.infra_error)
     report.stopped = stopped and f"{stopped} after {len(calls)} calls"
     return report
+
+
+def _refuse_writes(world: World, tools: Iterable[str], what: str) -> None:
+    """ValueError naming the tools among `tools` that are not annotated read-only (each once, in order)."""
+    writes = [name for name in dict.fromkeys(tools) if not read_only(world, name)]
+    if writes:
+        raise ValueError(
+            f"{what} writes ({', '.join(writes)}: not annotated readOnlyHint), which would change the real"
+            " server's data: pass --allow-writes to run them there, or leave them out"
+        )

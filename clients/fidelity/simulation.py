@@ -1,5 +1,6 @@
 """The simulated side of a fidelity run: a call sequence replayed on a fresh simulated episode of the world
-(the simulator in process, state carried from call to call), each step compared with the real answer."""
+(the simulator in process, state carried from call to call), each step compared with the real answer and
+scored beside the null and constant simulators, and the sequence's consistency pairs checked."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from simia.sim.engine import Simulator, Step, ToolCall
 from simia.sim.records import PastCall
 from simia.sim.world import World
 
-from .compare import compare
-from .consistency_checks import consistency
+from .baselines import baselines
+from .compare import compare, real_answer
+from .consistency_checks import pairs
 from .grading import grade
 from .report import FidelityReport
 
@@ -55,10 +57,13 @@ async def simulate(
     simulated step with the real answer (and have `grader` grade it, given the simulator's window)."""
     report = FidelityReport(world=world.name, real=where)
     replayed = await replay(world, calls, backend, start)
-    for i, (call, answer, (step, seen)) in enumerate(zip(calls, answers, replayed, strict=True)):
-        compared = compare(i, call, world.tool(call.tool), world, answer, step)
+    real = [real_answer(answer, world.tool(call.tool), world) for call, answer in zip(calls, answers, strict=True)]
+    null, report.constant_code, constant = baselines(world, calls, real)
+    for i, (call, answer, (step, seen)) in enumerate(zip(calls, real, replayed, strict=True)):
+        compared = compare(i, call, world.tool(call.tool), answer, step)
+        compared.null, compared.constant = null[i], constant[i]
         if grader is not None:
             await grade(grader, compared, world.tool(call.tool), seen, seed=i)
         report.calls.append(compared)
-    report.repeated_read, report.read_after_write = consistency(world, calls, [step for step, _ in replayed])
+    report.pairs = pairs(world, calls, [step for step, _ in replayed], real)
     return report

@@ -24,6 +24,7 @@ from ._base import (
     parse_json_object,
 )
 from ._pricing import Price, parse_price
+from .batch import BatchBackend
 from .local import LocalBackend
 from .replay import ReplayBackend
 from .scripted import FunctionBackend, ScriptedBackend, load_script
@@ -31,6 +32,7 @@ from .scripted import FunctionBackend, ScriptedBackend, load_script
 __all__ = [
     "BACKENDS",
     "Backend",
+    "BatchBackend",
     "Completion",
     "CompletionRequest",
     "FunctionBackend",
@@ -63,8 +65,8 @@ class BackendOptions:
         value = self.env.get(variable)
         if not value:
             raise BackendConfigError(
-                f"{spec} needs an API key: set {variable} (e.g. `export {variable}=...`), or use the offline "
-                "embedded model with --backend local"
+                f"{spec} needs an API key: set {variable} (e.g. `export {variable}=...`), or give the offline "
+                "embedded model's SPEC, `local`, in its place"
             )
         return value
 

@@ -25,10 +25,11 @@ TABLES: dict[str, list[str]] = {  # in the order rows may be inserted (events af
     "episodes": [*EPISODE_COLUMNS, "reward"],
     "events": ["episode_id", *EVENT_COLUMNS],
     "states": ["hash", "state"],
+    "worlds": ["hash", "name", "base_hash", "world", "created_at"],
     "llm_cache": ["key", "replay_key", "data", "model", "created"],
 }
 _BATCH = 1000
-_BATCH_OF = {"states": 4}
+_BATCH_OF = {"states": 4, "worlds": 16}
 """Rows read at a time, where a table's rows may be megabytes (a base state is a whole world's)."""
 
 

@@ -20,7 +20,7 @@ from ..world import state_hash
 
 __all__ = ["SCHEMA_VERSION", "move_initial_states", "not_simia", "schema_steps"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The version of the tables this simia writes (the same number on every engine: `simia db copy` relies on it).
 
 1: the first versioned schema. 2: on Postgres, no index of `episodes` holds a column a call changes (the idle
@@ -31,7 +31,11 @@ base, stored once in the `states` table under its digest however many episodes s
 from that base (`base_hash`, `base_patches`); every later state is the base with those patches and the events'
 patches applied. The `initial_state`, `state` and `snapshot_seq` columns and the `snapshots` table are gone, so a
 call writes its event and its episode's counters, nothing the size of the state; on SQLite the idle sweep's
-`(status, updated_at)` index, which a call's update of `updated_at` rewrote, became an index on `status`."""
+`(status, updated_at)` index, which a call's update of `updated_at` rewrote, became an index on `status`. 4: a log
+stands on its own: the `worlds` table keeps each world as it was served, once per content hash (the episodes'
+`world_hash`): everything but its initial state, which is a base in `states`, named beside it. The step only adds
+the table: episodes written before it have no stored world, and readers find theirs in a world folder (by hash,
+or by name with a warning) or list them as missing (`simia.sim.storage.episode_worlds`)."""
 
 _MOVE_BATCH = 16
 """Rows `move_initial_states` reads at a time (an old row's initial state may be megabytes)."""

@@ -29,9 +29,10 @@ from psycopg.rows import dict_row, tuple_row
 from ..errors import StoreConfigError, StoreConflict, StoreSchemaError, StoreUnavailable
 from ..records import EpisodeRecord, EventRecord, Progress, StatePath
 from ..verdict import Verdict
-from ..world import State, apply_patches, compact_json
+from ..world import State, World, apply_patches, compact_json
 from ._bases import BaseStates
 from ._pg_connections import Connections
+from ._worlds import ServedWorlds, WorldVersion
 from .migrations import SCHEMA_VERSION, move_initial_states, not_simia, schema_steps
 from .queries import (
     TEXT_SCAN_LIMIT,
@@ -53,11 +54,14 @@ from .sql import (
     INDEX_SQL,
     INSERT_BASE,
     INSERT_EPISODE,
+    INSERT_WORLD,
     MISSING_BASES_SQL,
     PATCHES_SQL,
     PROGRESS_SQL,
     SET_STATUS_SQL,
     STATE_START_SQL,
+    WORLD_SQL,
+    WORLD_VERSIONS_SQL,
     consistency_report,
     episode_from_row,
     episode_params,
@@ -79,6 +83,11 @@ _ACTIVE_INDEX = "CREATE INDEX IF NOT EXISTS episodes_active ON episodes (id) WHE
 (`seq`, the counters, `updated_at`): then a call's update writes no index entries."""
 _STATES_TABLE = "CREATE TABLE IF NOT EXISTS states (hash TEXT PRIMARY KEY, state TEXT NOT NULL)"
 """Base states, each stored once under its digest (`simia.sim.world.State.digest`) as JSON text."""
+_WORLDS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS worlds (hash TEXT PRIMARY KEY, name TEXT NOT NULL, base_hash TEXT NOT NULL, "
+    "world TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL)"
+)
+"""Worlds as served, each once under its content hash (`simia.sim.storage._worlds`), its base state by digest."""
 
 PG_SCHEMA = [
     f"""CREATE TABLE episodes (
@@ -135,6 +144,7 @@ PG_SCHEMA = [
 )""",
     "CREATE INDEX events_created ON events (created_at)",  # the viewer's text filter reads the newest events
     _STATES_TABLE,
+    _WORLDS_TABLE,
     """CREATE TABLE llm_cache (
     key TEXT PRIMARY KEY,
     replay_key TEXT NOT NULL,
@@ -180,7 +190,13 @@ def _states_table(conn: psycopg.Connection[Any]) -> None:
     conn.execute("DROP TABLE IF EXISTS snapshots")
 
 
-MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_hot_updates, _states_table]
+def _worlds_table(conn: psycopg.Connection[Any]) -> None:
+    """Migration 3 -> 4: the `worlds` table (`simia.sim.storage.migrations.SCHEMA_VERSION`), in the transaction of
+    the whole upgrade; it can run again."""
+    conn.execute(_WORLDS_TABLE)  # type: ignore[arg-type]  # our own constant SQL
+
+
+MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_hot_updates, _states_table, _worlds_table]
 """Step `v - 1` brings a Postgres database at version `v` to `v + 1`; version 1 is the first Postgres schema."""
 
 _META = "CREATE TABLE IF NOT EXISTS simia_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -202,6 +218,8 @@ _PATCHES_PG = _pg(PATCHES_SQL)
 _BASE_PG = _pg(BASE_SQL)
 _BASE_EXISTS_PG = _pg(BASE_EXISTS_SQL)
 _INSERT_BASE_PG = _pg(INSERT_BASE)
+_INSERT_WORLD_PG = _pg(INSERT_WORLD)
+_WORLD_PG = _pg(WORLD_SQL)
 _SET_STATUS_PG = _pg(SET_STATUS_SQL)
 _PROGRESS_PG = _pg(PROGRESS_SQL)
 _EVENT_SELECT = f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE episode_id = %s"
@@ -305,6 +323,7 @@ class PgStore:
         self.migrated_from: int | None = None
         """The schema version this store upgraded the database from (None: it was current, or new)."""
         self._bases = BaseStates(_StatesTable(self))
+        self._worlds = ServedWorlds(_WorldsTable(self), self._bases)
         try:
             self._setup(create and not read_only)
         except psycopg.Error as exc:
@@ -416,6 +435,15 @@ class PgStore:
 
     async def base(self, base_hash: str) -> State:
         return await self._bases.get(base_hash)
+
+    async def put_world(self, world: World) -> None:
+        await self._worlds.put(world)
+
+    async def served_world(self, world_hash: str) -> World | None:
+        return await self._worlds.get(world_hash)
+
+    async def world_versions(self) -> list[WorldVersion]:
+        return await self._worlds.versions()
 
     async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
         await self._bases.attach(episode)
@@ -602,3 +630,24 @@ class _StatesTable:
     async def base_text(self, digest: str) -> str | None:
         rows = await self._store._rows(_BASE_PG, (digest,))
         return str(rows[0]["state"]) if rows else None
+
+
+class _WorldsTable:
+    """The `worlds` table through the store's connections (`simia.sim.storage._worlds.WorldRows`)."""
+
+    def __init__(self, store: PgStore) -> None:
+        self._store = store
+
+    async def insert_world(self, world_hash: str, name: str, base_hash: str, text: str) -> None:
+        async with self._store._conn() as conn:
+            await conn.execute(_INSERT_WORLD_PG, (world_hash, name, base_hash, text, time.time()))  # type: ignore[arg-type]
+
+    async def world_row(self, world_hash: str) -> tuple[str, str] | None:
+        rows = await self._store._rows(_WORLD_PG, (world_hash,))
+        return (str(rows[0]["base_hash"]), str(rows[0]["world"])) if rows else None
+
+    async def version_rows(self) -> list[WorldVersion]:
+        async with self._store._conn() as conn:
+            cursor = conn.cursor(row_factory=tuple_row)
+            await cursor.execute(WORLD_VERSIONS_SQL)  # type: ignore[arg-type]  # our own constant SQL
+            return [WorldVersion(w, h, int(n), bool(s)) for w, h, n, s in await cursor.fetchall()]

@@ -13,14 +13,16 @@ from typing import Any, Protocol
 
 from ..records import EpisodeRecord, EventRecord, Progress, StatePath
 from ..verdict import Verdict
-from ..world import State
+from ..world import State, World
+from ._worlds import WorldVersion
 from .queries import EpisodePage, EpisodeQuery, TaskStats
 
 __all__ = ["Store"]
 
 
 class Store(Protocol):
-    """Episodes, their events and state history, and the simulator's response cache, in one database.
+    """Episodes, their events and state history, the worlds they ran against, and the simulator's response cache, in
+    one database.
 
     States are stored by reference: a base state (a world's initial state) is kept once, in the `states` table
     under its digest, and an episode's row names its base and the patches from it (`EpisodeRecord.base_hash`,
@@ -60,6 +62,27 @@ class Store(Protocol):
         Raises:
             LookupError: no base is stored under that digest.
         """
+        ...
+
+    async def put_world(self, world: World) -> None:
+        """Store `world` as it is served, once under its `content_hash` (the `world_hash` its episodes record):
+        everything that defines it but its initial state, which is stored as its base (`put_base`) and named
+        beside it. Again, from any process, it changes nothing; a hash this store stored before costs nothing (the
+        server puts a world when it creates an episode of it, so it is one insert per world and process)."""
+        ...
+
+    async def served_world(self, world_hash: str) -> World | None:
+        """The world stored under `world_hash` (`put_world`), rebuilt on its stored base; None when the database has
+        none (episodes written before schema version 4, or created without `put_world`).
+
+        Raises:
+            LookupError: the stored world's base state is missing.
+        """
+        ...
+
+    async def world_versions(self) -> list[WorldVersion]:
+        """Each (world name, content hash) the episodes ran against, with their count and whether the world is
+        stored, by name then oldest first."""
         ...
 
     async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:

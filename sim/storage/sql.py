@@ -25,6 +25,7 @@ __all__ = [
     "INDEX_SQL",
     "INSERT_BASE",
     "INSERT_EPISODE",
+    "INSERT_WORLD",
     "JSON_EPISODE",
     "JSON_EVENT",
     "MISSING_BASES_SQL",
@@ -32,6 +33,8 @@ __all__ = [
     "PROGRESS_SQL",
     "SET_STATUS_SQL",
     "STATE_START_SQL",
+    "WORLD_SQL",
+    "WORLD_VERSIONS_SQL",
     "consistency_report",
     "episode_from_row",
     "episode_params",
@@ -79,6 +82,17 @@ BASE_EXISTS_SQL = "SELECT 1 FROM states WHERE hash = ?"
 INSERT_BASE = "INSERT INTO states (hash, state) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING"
 """A base state under its digest, written once: a second insert of one digest changes nothing (same digest, same
 state)."""
+INSERT_WORLD = (
+    "INSERT INTO worlds (hash, name, base_hash, world, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING"
+)
+"""A world as served under its content hash, written once (`simia.sim.storage._worlds`)."""
+WORLD_SQL = "SELECT base_hash, world FROM worlds WHERE hash = ?"
+WORLD_VERSIONS_SQL = (
+    "SELECT e.world, e.world_hash, COUNT(*), MAX(CASE WHEN w.hash IS NULL THEN 0 ELSE 1 END) FROM episodes e "
+    "LEFT JOIN worlds w ON w.hash = e.world_hash GROUP BY e.world, e.world_hash ORDER BY e.world, MIN(e.created_at)"
+)
+"""Each (world, content hash) episodes ran against, oldest first per world: the episodes' count and whether the
+world is stored (`Store.world_versions`)."""
 STATE_START_SQL = "SELECT base_hash, base_patches FROM episodes WHERE id = ?"
 PATCHES_SQL = "SELECT state_patch FROM events WHERE episode_id = ? AND seq <= ? AND state_patch <> '[]' ORDER BY seq"
 """`Store.state_path`'s two statements: where the episode starts (parameter: the id), then the patches of its

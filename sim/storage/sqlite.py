@@ -17,9 +17,10 @@ from typing import Any
 from ..errors import StoreConflict, StoreSchemaError
 from ..records import EpisodeRecord, EventRecord, Progress, StatePath
 from ..verdict import Verdict
-from ..world import State, apply_patches, compact_json
+from ..world import State, World, apply_patches, compact_json
 from ._bases import BaseStates
 from ._sqlite_batch import BatchExecutor
+from ._worlds import ServedWorlds, WorldVersion
 from .cache import CACHE_TABLE_SQL, read_cached, write_cached
 from .migrations import SCHEMA_VERSION, move_initial_states, schema_steps
 from .queries import (
@@ -42,11 +43,14 @@ from .sql import (
     INDEX_SQL,
     INSERT_BASE,
     INSERT_EPISODE,
+    INSERT_WORLD,
     MISSING_BASES_SQL,
     PATCHES_SQL,
     PROGRESS_SQL,
     SET_STATUS_SQL,
     STATE_START_SQL,
+    WORLD_SQL,
+    WORLD_VERSIONS_SQL,
     consistency_report,
     episode_from_row,
     episode_params,
@@ -66,6 +70,15 @@ CREATE TABLE IF NOT EXISTS states (
     state TEXT NOT NULL
 )"""
 """Base states, each stored once under its digest (`simia.sim.world.State.digest`) as JSON text."""
+_WORLDS_TABLE = """
+CREATE TABLE IF NOT EXISTS worlds (
+    hash TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    base_hash TEXT NOT NULL,
+    world TEXT NOT NULL,
+    created_at REAL NOT NULL
+)"""
+"""Worlds as served, each once under its content hash (`simia.sim.storage._worlds`), its base state by digest."""
 
 SCHEMA_SQL = (
     """
@@ -123,6 +136,8 @@ CREATE TABLE IF NOT EXISTS events (
 DROP INDEX IF EXISTS events_request;
 """
     + _STATES_TABLE
+    + ";"
+    + _WORLDS_TABLE
     + ";"
     + CACHE_TABLE_SQL
     + ";"
@@ -208,7 +223,17 @@ def _states_table(conn: sqlite3.Connection) -> None:
         raise
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_from_unversioned, _postgres_only, _states_table]
+def _worlds_table(conn: sqlite3.Connection) -> None:
+    """Migration 3 -> 4: the `worlds` table (`simia.sim.storage.migrations.SCHEMA_VERSION`); it can run again."""
+    conn.execute(_WORLDS_TABLE)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    _from_unversioned,
+    _postgres_only,
+    _states_table,
+    _worlds_table,
+]
 """Step `v` brings a database at schema version `v` to `v + 1` (`simia.sim.storage.migrations`); a new step
 checks what it changes, so a step that fails half-way can run again."""
 assert len(MIGRATIONS) == SCHEMA_VERSION
@@ -285,6 +310,7 @@ class SqliteStore:
         self.migrated_from = found if found is not None and found < SCHEMA_VERSION else None
         """The schema version this store upgraded the database from (None: it was current, or new)."""
         self._bases = BaseStates(_StatesTable(self._db))
+        self._worlds = ServedWorlds(_WorldsTable(self._db), self._bases)
 
     async def close(self) -> None:
         await self._db.close()
@@ -294,6 +320,15 @@ class SqliteStore:
 
     async def base(self, base_hash: str) -> State:
         return await self._bases.get(base_hash)
+
+    async def put_world(self, world: World) -> None:
+        await self._worlds.put(world)
+
+    async def served_world(self, world_hash: str) -> World | None:
+        return await self._worlds.get(world_hash)
+
+    async def world_versions(self) -> list[WorldVersion]:
+        return await self._worlds.versions()
 
     async def create_episode(self, episode: EpisodeRecord) -> EpisodeRecord:
         await self._bases.attach(episode)
@@ -534,5 +569,31 @@ class _StatesTable:
         def run(conn: sqlite3.Connection) -> str | None:
             row = conn.execute(BASE_SQL, (digest,)).fetchone()
             return None if row is None else str(row[0])
+
+        return await self._db.run(run)
+
+
+class _WorldsTable:
+    """The `worlds` table through the store's executor (`simia.sim.storage._worlds.WorldRows`)."""
+
+    def __init__(self, db: BatchExecutor) -> None:
+        self._db = db
+
+    async def insert_world(self, world_hash: str, name: str, base_hash: str, text: str) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute(INSERT_WORLD, (world_hash, name, base_hash, text, time.time()))
+
+        await self._db.run(run)
+
+    async def world_row(self, world_hash: str) -> tuple[str, str] | None:
+        def run(conn: sqlite3.Connection) -> tuple[str, str] | None:
+            row = conn.execute(WORLD_SQL, (world_hash,)).fetchone()
+            return None if row is None else (str(row[0]), str(row[1]))
+
+        return await self._db.run(run)
+
+    async def version_rows(self) -> list[WorldVersion]:
+        def run(conn: sqlite3.Connection) -> list[WorldVersion]:
+            return [WorldVersion(w, h, int(n), bool(s)) for w, h, n, s in conn.execute(WORLD_VERSIONS_SQL)]
 
         return await self._db.run(run)

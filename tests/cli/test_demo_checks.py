@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from simia.cli.demo import run_demo
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend
@@ -60,3 +61,31 @@ async def test_a_trajectory_the_export_checks_reject_is_not_written(tmp_path: Pa
         'message 2: set_quantity arguments break its inputSchema: $.qty: "four" is not of type "integer"'
     ]
     assert "No SFT record: the export checks dropped it (message 2: set_quantity arguments break" in text
+
+
+async def test_a_masked_episode_is_not_written_and_every_line_says_masked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The simulator fails (an infrastructure failure): the verdict is masked, so no SFT record, no "export checks
+    passed", and neither the verdict line nor the progress line calls it failed or reward 0."""
+    out = io.StringIO()
+    result = await run_demo(
+        MOCK,
+        "restock_milk",
+        sim=FunctionBackend(lambda r: {"nonsense": True}),
+        agent=agent_setting(4),
+        user=FunctionBackend(user),
+        judge=FunctionBackend(lambda r: {"criteria": [], "reasoning": "ok", "reward": 0}),
+        out_dir=tmp_path,
+        max_turns=2,
+        out=out,
+    )
+    text = out.getvalue()
+    assert result["record"] is None and not (tmp_path / "sft.jsonl").exists()
+    assert result["dropped"][0] == (
+        "the episode is masked (infrastructure failure): simia export leaves it out unless --include-masked"
+    )
+    assert "  VERDICT    masked (infrastructure failure)\n" in text
+    assert "export checks passed" not in text and "reward=" not in text
+    progress = capsys.readouterr().err
+    assert progress.startswith("[1/1] rewarded 0  unrewarded 0  masked 1 (infrastructure failure 1)  mean reward -")

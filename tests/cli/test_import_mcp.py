@@ -98,7 +98,7 @@ PYTHONPATH = [f"--env=PYTHONPATH={os.environ['PYTHONPATH']}"] if "PYTHONPATH" in
 async def test_the_npm_reference_server_over_stdio_becomes_a_world_that_simia_serves_with_the_same_schemas(
     everything: list[str], tmp_path: Path, make_server: Callable[..., Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = tmp_path / "worlds" / "everything"
+    out = tmp_path / "worlds" / "everything-reference-server"  # the world is named after its folder
     assert await cli("import", "mcp", "--out", str(out), "--", *everything, "stdio") == 0
     assert capsys.readouterr().out.startswith(f"wrote {out}: world 'everything-reference-server', 13 tool(s)")
     header = yaml.safe_load((out / "world.yaml").read_text())
@@ -147,7 +147,7 @@ def test_probe_calls_on_the_real_server_become_reference_trajectories(
     greet = json.loads((out / "examples" / "greet.json").read_text())["messages"]
     assert greet[0] == {"role": "user", "content": "Say hi"}
     assert greet[2] == {"role": "tool", "tool_call_id": "call_2", "content": "Echo: hi"}
-    assert f"wrote {out}: world 'everything-reference-server', 13 tool(s), 2 example(s)" in capsys.readouterr().out
+    assert f"wrote {out}: world 'w', 13 tool(s), 2 example(s)" in capsys.readouterr().out
     assert main(["validate", str(out)]) == 0
 
     calls.write_text('{"tool": "toggle-simulated-logging", "arguments": {}}\n')
@@ -181,7 +181,7 @@ def test_tools_simia_cannot_serve_are_skipped_with_the_offending_name(
 ) -> None:
     assert main(["import", "mcp", "--out", str(tmp_path / "odd"), "--", *ODD, "paged"]) == 0
     assert capsys.readouterr().out.splitlines()[:3] == [
-        f"wrote {tmp_path / 'odd'}: world 'odd-shop', 2 tool(s) (2 skipped, 2 changed)",
+        f"wrote {tmp_path / 'odd'}: world 'odd', 2 tool(s) (2 skipped, 2 changed)",
         "  skipped  tool 'bad name': not a valid MCP tool name: use 1-128 of A-Z a-z 0-9 _ - . (e.g. 'bad_name')",
         "  skipped  tool 'lookup': the server lists this name twice; the first is kept",
     ]

@@ -13,9 +13,19 @@ import pytest
 import yaml
 from mcp import Client, StdioServerParameters
 from simia.clients.agent import Agent
-from simia.clients.fidelity import AgentSummary, load_calls, run_agent_fidelity, run_fidelity
+from simia.clients.fidelity import (
+    AgentSummary,
+    Check,
+    FidelityReport,
+    Pair,
+    load_calls,
+    run_agent_fidelity,
+    run_fidelity,
+)
+from simia.clients.fidelity.compare import Answer, compare
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend, resolve_backend
+from simia.sim.engine import Step, ToolCall
 from simia.sim.judging import DIMENSIONS
 from simia.testing import FakeProvider, parse_simulator_prompt
 
@@ -81,13 +91,15 @@ async def test_the_agents_calls_on_the_real_server_are_replayed_on_the_simulatio
     async with FakeProvider(scripted_agent).running() as fake:
         model = resolve_backend("openai-compatible:agent", base_url=fake.base_url, env={})
         try:
-            report = await run_agent_fidelity(world, SERVER, Agent(model), task, FunctionBackend(faithful))
+            report = await run_agent_fidelity(
+                world, SERVER, Agent(model), task, FunctionBackend(faithful), allow_writes=True
+            )
         finally:
             await model.aclose()
     assert report.agent == AgentSummary(task="two-apples", stop="answered", turns=5, calls=4)
     assert [(c.tool, c.arguments) for c in report.calls] == [(c["tool"], c["arguments"]) for c in AGENT_CALLS]
     assert [c.real for c in report.calls[:3]] == [{"name": "apples", "value": v} for v in (3, 5, 5)]
-    assert report.agreement() == 1.0 and report.read_after_write == (1, 1)
+    assert report.agreement() == 1.0 and report.read_after_write == Check(consistent=1, checked=1, found=1)
     assert report.calls[-1].real_code == report.calls[-1].sim_code == "not_found"
     assert report.render().splitlines()[0] == (
         "agent on task two-apples: 4 calls on the real server in 5 turns, stop: answered"
@@ -97,21 +109,85 @@ async def test_the_agents_calls_on_the_real_server_are_replayed_on_the_simulatio
 async def test_a_faithful_simulation_agrees_fully_and_a_wrong_one_does_not(tmp_path: Path) -> None:
     world = load_world(await counters_world(tmp_path))
     calls = load_calls(tmp_path / "calls.jsonl", world)
-    good = await run_fidelity(world, SERVER, calls, FunctionBackend(faithful))
+    good = await run_fidelity(world, SERVER, calls, FunctionBackend(faithful), allow_writes=True)
     assert good.agreement() == 1.0 and all(c.outcome_agrees and c.schema_valid in (True, None) for c in good.calls)
-    assert good.calls[-1].real_code == good.calls[-1].sim_code == "not_found"
-    assert good.repeated_read == (1, 1) and good.read_after_write == (1, 1)
-    bad = await run_fidelity(world, SERVER, calls, FunctionBackend(lambda r: faithful(r, off_by=1)))
+    assert good.calls[-1].real_code == good.calls[-1].sim_code == "not_found" and good.calls[-1].code_agrees
+    assert good.repeated_read == good.read_after_write == Check(consistent=1, checked=1, found=1)
+    bad = await run_fidelity(world, SERVER, calls, FunctionBackend(lambda r: faithful(r, off_by=1)), allow_writes=True)
     assert [round(c.agreement, 2) for c in bad.calls] == [0.5, 0.5, 0.5, 0.5, 1.0]  # name right, value wrong
     assert bad.per_tool()["increment"] == {
         "calls": 1, "outcome": 1.0, "schema_valid": 1.0, "structure": 1.0, "values": 0.5, "agreement": 0.5,
+        "null": 0.0, "constant": 0.0,
     }  # fmt: skip
+    # its read after the increment shows 6, not the 5 the real increment set
+    assert bad.read_after_write == Check(consistent=0, checked=1, found=1)
+    assert bad.pairs[1] == Pair("read_after_write", 2, 3, True, False, "the read lacks what the write set: 5")
+
+
+def no_answer(request: CompletionRequest | dict[str, Any]) -> dict[str, Any]:
+    """A simulator whose every answer fails validation: each call ends as an infra `invalid_simulation`."""
+    return {"is_error": False, "error_code": None, "message": "ok", "output": "no object", "state_patch": []}
+
+
+def wrong_code(request: CompletionRequest | dict[str, Any]) -> dict[str, Any]:
+    """`faithful`, with `conflict` where the real server says `not_found`."""
+    answer = faithful(request)
+    return {**answer, "error_code": "conflict"} if answer["is_error"] else answer
+
+
+def always_not_found(request: CompletionRequest | dict[str, Any]) -> dict[str, Any]:
+    """A constant simulator: the same documented error for every call."""
+    return {"is_error": True, "error_code": "not_found", "message": "no such counter", "output": None,
+            "state_patch": []}  # fmt: skip
+
+
+async def test_an_error_call_agrees_only_on_the_same_code_and_never_on_a_simulator_failure(tmp_path: Path) -> None:
+    world = load_world(await counters_world(tmp_path))
+    calls = load_calls(tmp_path / "calls.jsonl", world)
+    failing = await run_fidelity(world, SERVER, calls, FunctionBackend(no_answer), allow_writes=True)
+    kiwis = failing.calls[-1]
+    assert (kiwis.real_code, kiwis.sim_code, kiwis.sim_infra, kiwis.outcome_agrees, kiwis.code_agrees) == (
+        "not_found", "invalid_simulation", True, False, False,
+    )  # fmt: skip
+    assert [c.agreement for c in failing.calls] == [0.0] * 5  # it once scored the kiwis call 1.0 (0.20 overall)
+    assert (failing.agreement(), failing.baselines()) == (0.0, (0.0, 0.2))  # exactly the null simulator
+    coded = await run_fidelity(world, SERVER, calls, FunctionBackend(wrong_code), allow_writes=True)
+    assert [c.agreement for c in coded.calls] == [1.0, 1.0, 1.0, 1.0, 0.0]
+    assert (coded.calls[-1].real_code, coded.calls[-1].sim_code, coded.calls[-1].code_agrees) == (
+        "not_found", "conflict", False,
+    )  # fmt: skip
+    constant = await run_fidelity(world, SERVER, calls, FunctionBackend(always_not_found), allow_writes=True)
+    assert constant.agreement() == constant.baselines()[1] == 0.2 and constant.constant_code == "not_found"
+    assert [c.constant for c in constant.calls] == [c.agreement for c in constant.calls] == [0, 0, 0, 0, 1]
+    assert [c.null for c in constant.calls] == [0.0] * 5
+
+
+def test_calls_answered_from_the_state_and_by_the_model_are_reported_apart() -> None:
+    def step(source: str, value: int) -> Step:
+        return Step("get_counter", {"name": "apples"}, {"name": "apples", "value": value}, "", False, {}, source=source)
+
+    real = Answer(False, value={"name": "apples", "value": 3})
+    report = FidelityReport(world="counters", real="counters.py", constant_code="not_found", calls=[
+        compare(0, ToolCall("get_counter", {"name": "apples"}), None, real, step("state", 3)),
+        compare(1, ToolCall("get_counter", {"name": "apples"}), None, real, step("simulated", 4)),
+        compare(2, ToolCall("get_counter", {"name": "apples"}), None, real, step("simulated", 3)),
+    ])  # fmt: skip
+    assert [c.source for c in report.calls] == ["state", "simulated", "simulated"]
+    assert report.by_source() == {
+        "simulated": {"calls": 2, "agreement": 0.75, "null": 0.0, "constant": 0.0},
+        "state": {"calls": 1, "agreement": 1.0, "null": 0.0, "constant": 0.0},
+    }
+    assert report.as_dict()["by_source"] == report.by_source()
+    assert "by source: model 2 calls agreement 0.75 (null 0.00, constant 0.00); state 1 calls agreement 1.00" \
+        " (null 0.00, constant 0.00)" in report.render().splitlines()  # fmt: skip
 
 
 async def test_a_real_server_that_dies_mid_run_gives_the_report_of_the_calls_before(tmp_path: Path) -> None:
     world = load_world(await counters_world(tmp_path))
     calls = load_calls(tmp_path / "calls.jsonl", world)
-    report = await run_fidelity(world, [*SERVER, "--die-after", "3"], calls, FunctionBackend(faithful))
+    report = await run_fidelity(
+        world, [*SERVER, "--die-after", "3"], calls, FunctionBackend(faithful), allow_writes=True
+    )
     assert [c.tool for c in report.calls] == ["get_counter", "get_counter", "increment"]
     assert report.agreement() == 1.0
     assert report.stopped.startswith("the real server failed: ") and report.stopped.endswith(" after 3 of 5 calls")
@@ -157,10 +233,9 @@ async def test_a_grader_scores_each_step_and_a_bad_grade_is_that_steps_error(tmp
     async with FakeProvider(scripted_grader).running() as fake:
         grader = resolve_backend("openai-compatible:grader", base_url=fake.base_url, env={})
         try:
-            bad = await run_fidelity(
-                world, SERVER, calls, FunctionBackend(lambda r: faithful(r, off_by=1)), grader=grader
-            )
-            good = await run_fidelity(world, SERVER, calls, FunctionBackend(faithful), grader=grader)
+            wrong = FunctionBackend(lambda r: faithful(r, off_by=1))
+            bad = await run_fidelity(world, SERVER, calls, wrong, grader=grader, allow_writes=True)
+            good = await run_fidelity(world, SERVER, calls, FunctionBackend(faithful), grader=grader, allow_writes=True)
         finally:
             await grader.aclose()
         seen = [grade_data(r) for r in fake.requests]
@@ -176,7 +251,9 @@ async def test_a_grader_scores_each_step_and_a_bad_grade_is_that_steps_error(tmp
         "is_error": False,
     }  # fmt: skip
     table = bad.render().splitlines()
-    assert table[0].split() == ["TOOL", "CALLS", "OUTCOME", "SCHEMA", "STRUCTURE", "VALUES", "AGREEMENT", "GRADE"]
+    assert table[0].split() == [
+        "TOOL", "CALLS", "OUTCOME", "SCHEMA", "STRUCTURE", "VALUES", "AGREEMENT", "NULL", "CONSTANT", "GRADE",
+    ]  # fmt: skip
     assert table[1].split()[-1] == "2.00"
     assert table[-1] == (
         "grades (1-5): format 2.00  factuality 2.00  consistency 2.00  realism 2.00  quality 2.00"
@@ -196,15 +273,27 @@ async def test_the_fidelity_command_prints_a_table_writes_a_report_and_gates_on_
         calls, report = str(tmp_path / "calls.jsonl"), str(tmp_path / "r.json")
         model = ("--backend", "openai-compatible:sim", "--base-url", fake.base_url)
         command = [sys.executable, "-m", "simia.cli", "fidelity", str(folder), "--calls", calls, *model,
-                   "--report", report, "--min-agreement", "0.9", "--", *SERVER]  # fmt: skip
+                   "--report", report, "--min-agreement", "0.9", "--allow-writes", "--", *SERVER]  # fmt: skip
         done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["TOOL", "CALLS", "OUTCOME", "SCHEMA", "STRUCTURE", "VALUES", "AGREEMENT"]
-    assert lines[1].split() == ["get_counter", "4", "1.00", "1.00", "1.00", "0.50", "0.62"]
-    assert "agreement 0.60 over 5 calls" in lines and "agreement 0.60 is under --min-agreement 0.9" in lines
-    report = json.loads((tmp_path / "r.json").read_text())
-    assert report["agreement"] == 0.6 and report["read_after_write"] == {"consistent": 1, "checked": 1}
+    assert lines[0].split() == [
+        "TOOL", "CALLS", "OUTCOME", "SCHEMA", "STRUCTURE", "VALUES", "AGREEMENT", "NULL", "CONSTANT",
+    ]  # fmt: skip
+    assert lines[1].split() == ["get_counter", "4", "1.00", "1.00", "1.00", "0.50", "0.62", "0.00", "0.25"]
+    assert lines[3:8] == [
+        "agreement 0.60 over 5 calls; null simulator 0.00, constant simulator 0.20 (always not_found)",
+        "by source: model 5 calls agreement 0.60 (null 0.00, constant 0.20); state 0 calls",
+        "repeated read: 1/1 consistent (1 pair found, 1 checked)",
+        "read after write: 0/1 consistent (1 pair found, 1 checked)",
+        "report: " + report,
+    ]
+    assert lines[-1] == "agreement 0.60 is under --min-agreement 0.9"
+    report_data = json.loads((tmp_path / "r.json").read_text())
+    assert {k: report_data[k] for k in ("agreement", "null_agreement", "constant_agreement", "constant_code")} == {
+        "agreement": 0.6, "null_agreement": 0.0, "constant_agreement": 0.2, "constant_code": "not_found",
+    }  # fmt: skip
+    assert report_data["read_after_write"] == {"consistent": 0, "checked": 1, "found": 1}
 
 
 @pytest.mark.slow
@@ -224,14 +313,15 @@ async def test_the_fidelity_command_runs_the_agent_on_a_task_and_names_a_missing
         command = [sys.executable, "-m", "simia.cli", "fidelity", str(folder), *model]
 
         def run(*more: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([*command, *more, "--", *SERVER], capture_output=True, text=True, timeout=120)
+            argv = [*command, *more, "--allow-writes", "--", *SERVER]
+            return subprocess.run(argv, capture_output=True, text=True, timeout=120)
 
         done = await asyncio.to_thread(run, "--task", "two-apples")
         missing = await asyncio.to_thread(run, "--task", "nope")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "agent on task two-apples: 4 calls on the real server in 5 turns, stop: answered"
-    assert "agreement 1.00 over 4 calls" in lines
+    assert "agreement 1.00 over 4 calls; null simulator 0.00, constant simulator 0.25 (always not_found)" in lines
     assert lines[-1] == (
         "grades (1-5): format 5.00  factuality 5.00  consistency 5.00  realism 5.00  quality 5.00"
         "  (1 steps not graded; see the report)"
@@ -244,14 +334,19 @@ async def test_the_fidelity_command_runs_the_agent_on_a_task_and_names_a_missing
 @pytest.mark.local_model
 async def test_the_embedded_model_simulates_a_small_sequence_and_its_figures_are_printed(tmp_path: Path) -> None:
     """The embedded SmolLM2 as the simulator of the counters server's tools (`--backend local`): the command
-    runs the whole sequence and reports every call; its figures are printed (run with -s), not asserted: a
-    135M model's answers are what they are."""
+    runs the whole sequence and reports every call beside the null and constant baselines; its figures are
+    printed (run with -s), and held only to beating the null simulator: a 135M model's answers are what they
+    are."""
     folder = await counters_world(tmp_path)
     command = [sys.executable, "-m", "simia.cli", "fidelity", str(folder), "--calls", str(tmp_path / "calls.jsonl"),
-               "--backend", "local", "--report", str(tmp_path / "r.json"), "--", *SERVER]  # fmt: skip
+               "--backend", "local", "--report", str(tmp_path / "r.json"), "--allow-writes", "--", *SERVER]  # fmt: skip
     done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=900)
     print(f"\nsimia fidelity counters --backend local (embedded SmolLM2-135M):\n{done.stdout}")
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "r.json").read_text())
-    assert len(report["calls"]) == len(CALLS) and 0.0 <= report["agreement"] <= 1.0
-    assert done.stdout.splitlines()[0].split()[0] == "TOOL" and f"over {len(CALLS)} calls" in done.stdout
+    assert len(report["calls"]) == len(CALLS) and done.stdout.splitlines()[0].split()[0] == "TOOL"
+    # the baselines on this sequence: the null simulator scores 0, always `not_found` scores the kiwis call
+    assert (report["null_agreement"], report["constant_agreement"], report["constant_code"]) == (0.0, 0.2, "not_found")
+    # the state shows every counter the calls read, so a model answering from it gets names right at least:
+    # above the null simulator (a model that never gives a usable answer scores exactly that)
+    assert report["agreement"] > report["null_agreement"]

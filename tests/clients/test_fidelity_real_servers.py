@@ -83,17 +83,20 @@ async def test_the_npm_reference_server_and_its_simulation_agree_and_a_wrong_ech
     assert all(c["simulated"] == c["real"] and not c["real_error"] for c in good["calls"])
     assert good["tools"]["echo"] == {
         "calls": 2, "outcome": 1.0, "schema_valid": None, "structure": 1.0, "values": 1.0, "agreement": 1.0,
+        "null": 0.0, "constant": 0.0,
     }  # fmt: skip
     assert good["tools"]["get-sum"]["values"] == 1.0
     assert good["tools"]["get-structured-content"]["schema_valid"] == 1.0  # checked against its outputSchema
-    assert good["repeated_read"] == {"consistent": 1, "checked": 1}
-    assert "agreement 1.00 over 5 calls" in lines
+    assert good["repeated_read"] == {"consistent": 1, "checked": 1, "found": 1}
+    # every tool is read-only (no --allow-writes needed) and the server never errs: no constant error scores
+    assert "agreement 1.00 over 5 calls; null simulator 0.00, constant simulator 0.00 (always not_found)" in lines
 
     lines, bad = await fidelity(world, calls, tmp_path / "bad.json", everything, "You said: ")
     assert [c["simulated"] for c in bad["calls"] if c["tool"] == "echo"] == [{"text": "You said: hi"}] * 2
     assert bad["tools"]["echo"] == {
         "calls": 2, "outcome": 1.0, "schema_valid": None, "structure": 1.0, "values": 0.0, "agreement": 0.0,
+        "null": 0.0, "constant": 0.0,
     }  # fmt: skip  # same shape and outcome, wrong value
     assert bad["tools"]["get-sum"]["agreement"] == bad["tools"]["get-structured-content"]["agreement"] == 1.0
     assert bad["agreement"] == 0.6
-    assert "agreement 0.60 over 5 calls" in lines
+    assert "agreement 0.60 over 5 calls; null simulator 0.00, constant simulator 0.00 (always not_found)" in lines

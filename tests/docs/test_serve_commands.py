@@ -106,7 +106,8 @@ async def test_two_replicas_share_one_postgres_database_as_the_deployment_page_s
     shutil.copy(ROOT / "tests" / "fixtures" / "previous_release.db", sandbox.cwd / "runs.db")
     url = {PG: pg_url}
     copied = await sandbox.run(PG_COPY_IN, replace=url)
-    assert copied.code == 0 and "episodes 3, events 23, states 2, llm_cache 22 (counts checked)" in copied.out, copied
+    counts = "episodes 3, events 23, states 2, worlds 0, llm_cache 22 (counts checked)"
+    assert copied.code == 0 and counts in copied.out, copied
     async with sandbox.serve(PG_SERVE, replace=url) as printed:
         first = sandbox.server
         assert "  database: postgresql://simia:***@127.0.0.1:" in "\n".join(printed)

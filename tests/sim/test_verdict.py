@@ -1,0 +1,35 @@
+"""One vocabulary for what an episode is as training data: rewarded, unrewarded, or masked with its reason."""
+
+from __future__ import annotations
+
+from simia.sim.verdict import Outcome, Verdict, outcome, tally
+
+
+def test_each_verdict_has_one_outcome_and_a_masked_one_says_why() -> None:
+    verdicts = [
+        Verdict(reward=1),
+        Verdict(reward=0),
+        Verdict(reward=0, infra_failures=2),
+        Verdict(reward=1, fabricated=True),
+        Verdict(status="judge_error"),
+        Verdict(status="unjudged"),
+        None,
+    ]
+    assert [outcome(v) for v in verdicts] == [
+        Outcome("rewarded"),
+        Outcome("unrewarded"),
+        Outcome("masked", "infrastructure failure"),
+        Outcome("masked", "fabricated tool calls"),
+        Outcome("masked", "judge error"),
+        Outcome("masked", "unjudged"),
+        Outcome("masked", "not judged"),
+    ]
+    assert all((v is not None and v.training_reward() is None) == (v is not None and v.mask_reason() is not None)
+               for v in verdicts)  # fmt: skip
+    assert [str(outcome(v)) for v in verdicts[1:3]] == ["unrewarded", "masked (infrastructure failure)"]
+
+
+def test_a_tally_counts_each_outcome_and_the_reasons_of_the_masked() -> None:
+    outcomes = [outcome(Verdict(reward=1)), outcome(None), outcome(Verdict(status="judge_error")), outcome(None)]
+    assert tally(outcomes) == "rewarded 1  unrewarded 0  masked 3 (judge error 1, not judged 2)"
+    assert tally([]) == "rewarded 0  unrewarded 0  masked 0"
