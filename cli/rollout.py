@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from simia.clients.api import ServerUnreachable, SimiaApiError, SimiaClient
+from simia.clients.curriculum import Curriculum, plan, read_history
 from simia.clients.rollout import RolloutConfig, Summary, rollout, select_tasks
 from simia.sim.backends import Backend
 from simia.sim.wire import TaskInfo, WorldInfo
-from simia.sim.world import World
+from simia.sim.world import PERSONAS, World, unknown_persona
 
 from ._common import (
     SEED_LIMIT,
@@ -25,6 +27,7 @@ from ._common import (
     in_process_server,
     load_world_set,
     one_world,
+    open_db,
     positive,
     seed,
     whole,
@@ -63,7 +66,9 @@ def _tasks(args: argparse.Namespace, world: WorldInfo) -> list[TaskInfo]:
 
 def _info(world: World) -> WorldInfo:
     """What a server would answer about `world`, for checking `--tasks` before one is started."""
-    tasks = [TaskInfo(id=t.id, instruction=t.instruction, user_hidden=t.user_hidden) for t in world.tasks]
+    tasks = [
+        TaskInfo(id=t.id, instruction=t.instruction, user_hidden=t.user_hidden, persona=t.persona) for t in world.tasks
+    ]
     return WorldInfo(name=world.name, tasks=tasks)
 
 
@@ -75,8 +80,38 @@ def _create(out: Path) -> Path:
     return out
 
 
-async def _run(args: argparse.Namespace, server: str, agent: Backend, user: Backend | None, out: Path) -> Summary:
-    """Ask the server for the world (a world that exists only there works), then roll out."""
+def _history_db(args: argparse.Namespace, out: Path) -> str | None:
+    """The database `--curriculum` reads: the one it names, or in process the rollout's own (None: no curriculum)."""
+    if args.curriculum is None:
+        return None
+    if args.curriculum:
+        if "://" not in args.curriculum and not Path(args.curriculum).is_file():
+            raise CliError(
+                f"--curriculum {args.curriculum!r}: no database there; pass the file `simia serve --db` wrote "
+                "(or its postgresql:// URL)"
+            )
+        return str(args.curriculum)
+    if args.server:
+        raise CliError(
+            "--curriculum with --server reads the server's recorded episodes: pass its database, "
+            "--curriculum PATH|URL (what `simia serve --db` writes)"
+        )
+    return str(out / "simia.db")
+
+
+async def _curriculum(db: str, world: str, tasks: list[TaskInfo], groups: int) -> Curriculum:
+    store = open_db(db)
+    try:
+        return plan([t.id for t in tasks], await read_history(store, world), groups)
+    finally:
+        await store.close()
+
+
+async def _run(
+    args: argparse.Namespace, server: str, agent: Backend, user: Backend | None, out: Path, history: str | None
+) -> Summary:
+    """Ask the server for the world (a world that exists only there works), then roll out (the tasks a
+    curriculum picks from `history`, when given)."""
     async with SimiaClient(server, token=args.token) as api:
         try:
             world = await api.world(args.world)
@@ -85,6 +120,12 @@ async def _run(args: argparse.Namespace, server: str, agent: Backend, user: Back
         except SimiaApiError as exc:
             raise CliError(exc.message if exc.code == "not_found" else str(exc)) from None
     tasks = _tasks(args, world)
+    attempts = None
+    if history is not None:
+        curriculum = await _curriculum(history, world.name, tasks, len(tasks))
+        print(f"curriculum from {history}: {len(tasks)} group(s) of {args.n}\n{curriculum.table()}\n", flush=True)
+        (out / "curriculum.json").write_text(json.dumps(curriculum.as_json(), indent=1), encoding="utf-8")
+        attempts = curriculum.attempts(args.n)
     config = RolloutConfig(
         server=server,
         world=world,
@@ -96,23 +137,26 @@ async def _run(args: argparse.Namespace, server: str, agent: Backend, user: Back
         retries=args.retries,
         token=args.token,
         seed=args.seed,
+        attempts=attempts,
+        personas=args.personas,
     )
     return await rollout(config, agent, user)
 
 
 def _rollout(args: argparse.Namespace) -> int:
     out = writable_dir(args.out, "--out")
+    history = _history_db(args, out)
     agent = backend(args.agent, args, max_concurrency=args.concurrency)
     user = backend(args.user, args, max_concurrency=args.concurrency)
 
     async def run() -> Summary:
         if args.server:
-            return await _run(args, args.server, agent, user, out)
+            return await _run(args, args.server, agent, user, out, history)
         world = one_world(load_world_set(args), args.world)
         _tasks(args, _info(world))  # before the server writes its database
         sim = backend(args.sim_backend, args)
         async with in_process_server({world.name: world}, sim, _create(out) / "simia.db", sim) as url:
-            return await _run(args, url, agent, user, out)
+            return await _run(args, url, agent, user, out, history)
 
     try:
         summary = asyncio.run(run())
@@ -120,12 +164,32 @@ def _rollout(args: argparse.Namespace) -> int:
         print(f"\ninterrupted: finished runs are kept in {out / 'results.jsonl'}", file=sys.stderr)
         return 130
     print(summary.table())
+    print(summary.cost_line())
     print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}")
     if not summary.succeeded:
         failed = summary.results[-1].error if summary.results else "nothing ran"
         print(f"error: no episode was judged ({failed})", file=sys.stderr)
         return 1
     return 0
+
+
+def _personas(text: str) -> list[str]:
+    """argparse type of `--persona` and `--personas`: persona names, comma-separated, each one that exists."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"name at least one persona: {', '.join(PERSONAS)}")
+    problem = next((unknown_persona(name) for name in names if unknown_persona(name)), "")
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return names
+
+
+def _persona(text: str) -> list[str]:
+    """argparse type of `--persona`: one persona that exists."""
+    names = _personas(text)
+    if len(names) > 1:
+        raise argparse.ArgumentTypeError(f"{text!r} names {len(names)} personas: to draw one per episode, --personas")
+    return names
 
 
 def register(sub: Any) -> None:
@@ -142,6 +206,29 @@ def register(sub: Any) -> None:
     p.add_argument("--max-turns", type=positive, default=10, help="agent model calls per episode (default 10)")
     p.add_argument("--retries", type=whole(0, 100), default=2, help="fresh-episode retries after an infra failure (2)")
     p.add_argument("--seed", type=seed, help="base seed for reproducible simulations")
+    p.add_argument(
+        "--curriculum",
+        nargs="?",
+        const="",
+        metavar="DB",
+        help="run one group of --n episodes per task, shared out by the tasks' recorded pass rates (most where it "
+        "is near one half); DB: the database to read them from, the server's --db (in process: --out's simia.db)",
+    )
+    personas = p.add_mutually_exclusive_group()
+    personas.add_argument(
+        "--persona",
+        type=_persona,
+        dest="personas",
+        metavar="NAME",
+        help="the user simulator's persona in every episode: cooperative, terse, confused, impatient or adversarial "
+        "(default: each task's own, cooperative where it names none)",
+    )
+    personas.add_argument(
+        "--personas",
+        type=_personas,
+        metavar="A,B,...",
+        help="personas to draw one from per episode (seeded by --seed, so a run replays)",
+    )
     p.add_argument("--token", type=bearer_token, help="bearer token for --server")
     p.add_argument("--out", default="rollouts", metavar="DIR", help="results folder (default: rollouts)")
     add_worlds_dir(p)

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,8 +22,10 @@ from simia.server.settings import parse_named_token
 from simia.server.stdio import serve_stdio
 from simia.sim import __version__
 from simia.sim.backends import Backend
+from simia.sim.errors import SimiaError
 from simia.sim.judging import Judge
-from simia.sim.storage import Store, redact_url
+from simia.sim.storage import EpisodeWorlds, Store, open_store, redact_url
+from simia.sim.world import World
 
 from ._common import (
     CliError,
@@ -50,7 +53,9 @@ def simia_version() -> str:
 def compose(args: argparse.Namespace, open_store: Callable[[argparse.Namespace], Store]) -> tuple[SimiaApp, Backend]:
     """The app `simia serve ARGS` serves, and its simulator backend; every flag is checked before `open_store`
     opens the database, so bad input writes nothing."""
-    worlds = load_world_set(args)
+    replaying = (args.backend or "").startswith("replay:")  # checked first: its database holds the worlds served
+    sim = backend(args.backend, args, max_concurrency=args.backend_concurrency) if replaying else None
+    worlds = replayed_worlds(args.backend.removeprefix("replay:"), args) if replaying else load_world_set(args)
     if args.world:
         worlds = {name: one_world(worlds, name) for name in args.world}
     if not worlds:
@@ -64,8 +69,9 @@ def compose(args: argparse.Namespace, open_store: Callable[[argparse.Namespace],
         if args.task is not None and world.task(args.task) is None:
             ids = ", ".join(t.id for t in world.tasks) or "(this world has no tasks)"
             raise CliError(f"unknown task {args.task!r} in world {world.name!r}; tasks: {ids}")
-    sim = backend(args.backend, args, max_concurrency=args.backend_concurrency)
-    judge = Judge(backend(args.judge_backend, args) if args.judge_backend else sim)
+    if sim is None:
+        sim = backend(args.backend, args, max_concurrency=args.backend_concurrency)
+    judge = Judge(backend(args.judge_backend, args) if args.judge_backend else sim, process=args.process_judge)
     try:
         settings = ServerSettings(
             host=args.host,
@@ -79,6 +85,7 @@ def compose(args: argparse.Namespace, open_store: Callable[[argparse.Namespace],
             max_sim_tokens_per_episode=args.max_sim_tokens,
             idle_timeout=args.idle_timeout,
             max_live_episodes=args.max_live_episodes,
+            max_real_sessions=args.max_real_sessions,
             public_url=args.public_url,
             ors_port=args.ors_port,
             tune_gc=True,
@@ -94,6 +101,33 @@ def compose(args: argparse.Namespace, open_store: Callable[[argparse.Namespace],
     elif args.ors_port is not None:
         raise CliError("--ors-port serves over HTTP: leave it out with --transport stdio")
     return build_server(worlds, sim, open_store(args), settings, judge=judge), sim
+
+
+def replayed_worlds(db: str, args: argparse.Namespace) -> dict[str, World]:
+    """The worlds `--backend replay:DB` serves: each world as DB's newest episodes of it ran it, stored there, so a
+    recording replays with no world folder (its answers are keyed by the world's hash). A `--worlds-dir` world
+    that differs from the stored one is reported on stderr and the stored one served, as `simia export` does; a
+    folder's world that no episode ran is served as it is."""
+    folders = load_world_set(args) if args.worlds_dir else None
+    target, shown = db.removeprefix("sqlite:///"), redact_url(db) if "://" in db else db
+
+    async def read() -> tuple[dict[str, World], list[str]]:
+        store = open_store(target, read_only=True)
+        try:
+            found = EpisodeWorlds(store, folders)
+            return await found.latest(), found.notes()
+        finally:
+            await store.close()
+
+    try:
+        worlds, notes = asyncio.run(read())
+    except (SimiaError, sqlite3.Error) as exc:
+        raise CliError(f"replay:{shown}: cannot read its worlds ({exc}); run `simia db migrate --db {shown}`") from None
+    for note in notes:
+        print(note, file=sys.stderr)
+    if not worlds:
+        raise CliError(f"replay:{shown} holds no worlds and no episodes; pass --worlds-dir DIR with the recorded ones")
+    return worlds
 
 
 def _check_listen(host: str, port: int) -> None:
@@ -127,21 +161,30 @@ def _serve(args: argparse.Namespace) -> int:
     worlds = app.service.worlds
     if args.transport == "stdio":
         return _stdio(app, next(iter(worlds)), args)
-    base = args.public_url or f"http://{args.host}:{args.port}"
+    config = uvicorn.Config(app, host=args.host, port=args.port, **_UVICORN)
+    sockets, port = None, args.port
+    if args.port == 0:  # listening now: the banner names the port the system picked, and a client that read it
+        sockets = [config.bind_socket()]  # there waits in the backlog until uvicorn accepts
+        sockets[0].listen(config.backlog)
+        port = sockets[0].getsockname()[1]
+    base = args.public_url or f"http://{args.host}:{port}"
     print(f"simia {simia_version()} serving {len(worlds)} world(s) with backend {sim.spec}")
     print(f"  database: {redact_url(args.db) if '://' in args.db else Path(args.db).resolve()}")
     for name, world in worlds.items():
         print(f"  {name:<16} {len(world.tools):>3} tools  {len(world.tasks):>3} tasks  {base}/worlds/{name}/mcp")
     print(f'  episodes: POST {base}/v1/episodes {{"world": ...}} -> mcp_url {base}/episodes/{{id}}/mcp')
+    print(
+        "  a world URL opens a new episode for each MCP session: a client that reconnects for every call "
+        "(LlamaIndex's BasicMCPClient) starts over each time; give it an episode's mcp_url"
+    )
     auth = "bearer token required" if app.settings.requires_token else "none (local only)"
     ors = None
     if args.ors_port is not None:
         print(f"  ORS (Open Reward Standard): http://{args.host}:{args.ors_port} (every world is an environment)")
-        ors_app = OrsApp(app.service, app.settings, app.drain, system_prompt=agent_system_prompt)
+        ors_app = OrsApp(app.service, app.settings, app.drain, system_prompt=agent_system_prompt, rewards=app.rewards)
         ors = Listener(uvicorn.Config(ors_app, host=args.host, port=args.ors_port, **_UVICORN, lifespan="off"))
     print(f"  auth: {auth}; metrics: {base}/metrics", flush=True)
-    config = uvicorn.Config(app, host=args.host, port=args.port, **_UVICORN)
-    DrainingServer(config, app, args.drain_timeout, ors).run()
+    DrainingServer(config, app, args.drain_timeout, ors).run(sockets)
     return 0
 
 
@@ -272,7 +315,9 @@ def register(sub: Any) -> None:
         help="FULL survives power loss (default); NORMAL survives process crashes only",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    p.add_argument("--port", type=_port, default=8765, help="port (default: 8765)")
+    p.add_argument(
+        "--port", type=_listen_port, default=8765, help="port (default: 8765; 0: a free one, named in the banner)"
+    )
     p.add_argument(
         "--token",
         action="append",
@@ -324,12 +369,24 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--max-live-episodes", type=positive, default=10_000, help="cap on active episodes (10000)")
     p.add_argument(
+        "--max-real-sessions",
+        type=positive,
+        default=64,
+        help="cap on open sessions with worlds' real servers, one per episode calling a tool routed real (64)",
+    )
+    p.add_argument(
         "--drain-timeout",
         type=_seconds,
         default=30.0,
         help="on SIGTERM, seconds to let calls in flight finish while new ones get 503; then exit 0 (30)",
     )
     p.add_argument("--judge-backend", metavar="SPEC", help="model of the judge (default: the --backend model)")
+    p.add_argument(
+        "--process-judge",
+        action="store_true",
+        help="also score every agent step useful, neutral or harmful (one more judge call per episode; the verdict's "
+        "`process`)",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=_serve)
 
@@ -339,6 +396,11 @@ def _port(text: str) -> int:
     if value > 65535:
         raise argparse.ArgumentTypeError(f"a port is 1-65535, got {value}")
     return value
+
+
+def _listen_port(text: str) -> int:
+    """argparse type of `--port`: a port, or 0 for one the system picks (tests and scripts read it off the banner)."""
+    return 0 if text.strip() == "0" else _port(text)
 
 
 def _nonempty(text: str) -> str:

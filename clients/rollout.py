@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import json
 import math
+import random
 import sys
 import time
 from collections.abc import Callable
@@ -20,8 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from simia.sim.backends import Backend
-from simia.sim.verdict import Verdict
+from simia.sim.backends import Backend, Usage
+from simia.sim.verdict import Outcome, Verdict, outcome, tally
 from simia.sim.wire import TaskInfo, WorldInfo
 
 from .agent import Agent, EpisodeRun
@@ -46,6 +47,11 @@ class RolloutConfig:
         retries: fresh-episode retries after an infrastructure failure.
         token: bearer token for the server, if it needs one.
         seed: base seed (episode seeds are seed + run index) for reproducible simulations.
+        attempts: episodes per task id, where a plan decides them (`simia.clients.curriculum`); a task it
+            does not name runs none. None: `n` for every task.
+        personas: the personas the user simulator plays, one drawn per (task, attempt), seeded by `seed` so a run
+            replays (`simia.sim.world.personas`); None: each task's own (cooperative where it names none). A task
+            with a persona runs the user simulator even without `user_hidden`.
     """
 
     server: str
@@ -60,12 +66,29 @@ class RolloutConfig:
     seed: int | None = None
     agent_max_tokens: int = 512
     user_max_tokens: int = 256
+    attempts: dict[str, int] | None = None
+    personas: list[str] | None = None
+
+    def persona(self, task: TaskInfo, attempt: int) -> str | None:
+        """The persona the user simulator plays in `task`'s `attempt` (the same on every retry of it)."""
+        if not self.personas:
+            return task.persona
+        return random.Random(f"{self.seed or 0}:{task.id}:{attempt}").choice(self.personas)
 
 
 RunStatus = Literal["judged", "infra_failed", "agent_failed"]
 """judged: the episode ran and was judged. infra_failed: the environment failed (server unreachable, simulator
 backend down, timeout, budget) on every try. agent_failed: the agent's or user's own model failed, or the agent
 produced nothing usable (no tool call and no message)."""
+
+
+_MASKED_RUN: dict[RunStatus, str] = {
+    "infra_failed": "infrastructure failure",
+    "agent_failed": "agent failure",
+    "judged": "not judged",
+}
+"""Why a run without a usable verdict is masked, in `Verdict.mask_reason`'s words."""
+_INFRA_FAILED = Outcome("masked", _MASKED_RUN["infra_failed"])
 
 
 @dataclass
@@ -76,6 +99,8 @@ class RunResult:
     attempt: int
     episode_id: str
     status: RunStatus
+    persona: str | None = None
+    """The persona the user simulator played (None: no user simulator ran)."""
     reward: int | None = None
     training_reward: float | None = None
     verdict_status: str | None = None
@@ -83,10 +108,15 @@ class RunResult:
     turns: int = 0
     tool_calls: int = 0
     tokens: int = 0
+    usage: dict[str, Any] = field(default_factory=dict)
+    """What the agent's and the user simulator's model calls cost (`Usage.as_dict`; the simulator's own calls
+    are the server's: its /metrics and the viewer show them)."""
     infra_retries: int = 0
     error: str = ""
     seconds: float = 0.0
     transcript: list[dict[str, Any]] = field(default_factory=list)
+    outcome: Outcome = _INFRA_FAILED
+    """What the run is as training data (`simia.sim.verdict.outcome`): masked unless it was judged."""
 
 
 @dataclass
@@ -158,6 +188,7 @@ class Summary:
             "agent_failed": sum(r.status == "agent_failed" for r in self.results),
             "mean_reward": _mean([r.training_reward for r in self.results if r.training_reward is not None]),
             "tasks": [asdict(stats) for stats in self.task_stats()],
+            "agent_usage": self.usage().as_dict(),
         }
 
     def task_stats(self) -> list[TaskStats]:
@@ -187,6 +218,20 @@ class Summary:
         if repeated:  # several attempts per task: how reliable the agent is, and how stable the verdicts
             table += "\n\n" + "\n".join(s.line() for s in repeated)
         return table
+
+    def usage(self) -> Usage:
+        """What the agent and user models cost over all runs."""
+        return sum((Usage.from_dict(r.usage) for r in self.results), Usage())
+
+    def cost_line(self) -> str:
+        """What the agent and user models cost, in all and per episode."""
+        usage = self.usage()
+        per = (
+            f"; ${usage.cost_usd / len(self.results):.4f} per episode"
+            if usage.cost_usd is not None and self.results
+            else ""
+        )
+        return f"agent and user models: {usage.describe()}{per}"
 
 
 def select_tasks(world: WorldInfo, spec: str) -> list[TaskInfo]:
@@ -220,20 +265,21 @@ def select_tasks(world: WorldInfo, spec: str) -> list[TaskInfo]:
 class _Progress:
     def __init__(self, total: int) -> None:
         self.total = total
-        self.done = self.failed = self.tokens = 0
+        self.done = self.tokens = 0
+        self.outcomes: list[Outcome] = []
         self.rewards: list[float] = []
         self.tty = sys.stderr.isatty()
         self.start = time.monotonic()
 
     def update(self, result: RunResult) -> None:
         self.done += 1
-        self.failed += result.status != "judged"
+        self.outcomes.append(result.outcome)
         self.tokens += result.tokens
         if result.training_reward is not None:
             self.rewards.append(result.training_reward)
         mean = f"{sum(self.rewards) / len(self.rewards):.2f}" if self.rewards else "-"
         line = (
-            f"[{self.done}/{self.total}] failed {self.failed}  mean reward {mean}  tokens {self.tokens}  "
+            f"[{self.done}/{self.total}] {tally(self.outcomes)}  mean reward {mean}  tokens {self.tokens}  "
             f"{time.monotonic() - self.start:.0f}s"
         )
         print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
@@ -254,7 +300,8 @@ async def rollout(
     config.out.mkdir(parents=True, exist_ok=True)
     results_path = config.out / "results.jsonl"
     summary = Summary()
-    jobs = [(task, i) for task in config.tasks for i in range(config.n)]
+    counts = config.attempts if config.attempts is not None else {task.id: config.n for task in config.tasks}
+    jobs = [(task, i) for task in config.tasks for i in range(counts.get(task.id, 0))]
     progress = _Progress(len(jobs))
     semaphore = asyncio.Semaphore(config.concurrency)
     agent = Agent(agent_backend, max_turns=config.max_turns, max_tokens=config.agent_max_tokens)
@@ -309,6 +356,7 @@ async def _run_with_retries(
             if exc.status < 500:
                 break
             continue
+        persona = config.persona(task, attempt)
         user = (
             UserSimulator(
                 user_backend,
@@ -316,8 +364,9 @@ async def _run_with_retries(
                 hidden=task.user_hidden,
                 max_tokens=config.user_max_tokens,
                 seed=seed,
+                persona=persona,
             )
-            if user_backend is not None and task.user_hidden
+            if user_backend is not None and (task.user_hidden or persona)
             else None
         )
         try:
@@ -341,12 +390,14 @@ async def _run_with_retries(
         elif run.stop == "agent_error":
             status, error = "agent_failed", run.agent_error
         verdict: Verdict | None = None
+        if user is not None:  # the judge reads which persona the user played (the agent never saw the marks)
+            run.transcript = user.mark(run.transcript)
         try:
             verdict = (await api.end(episode.id, transcript=run.transcript)).verdict
         except (SimiaApiError, ServerUnreachable) as exc:
             status, error = "infra_failed", f"/end failed: {exc}"
         result = _result(task, attempt, episode.id, status, run, retry, error, verdict)
-        result.seconds = time.monotonic() - start
+        result.seconds, result.persona = time.monotonic() - start, user.persona.name if user else None
         return result
     last.seconds = time.monotonic() - start
     return last
@@ -375,9 +426,11 @@ def _result(
         turns=run.turns,
         tool_calls=run.tool_calls,
         tokens=run.usage.total_tokens,
+        usage=run.usage.as_dict(),
         infra_retries=retry,
         error=error,
         transcript=run.transcript,
+        outcome=outcome(verdict if judged else None, unjudged=_MASKED_RUN[status]),
     )
 
 

@@ -1,7 +1,9 @@
-"""The user simulator: an LLM playing the user of a task, from its instruction and hidden facts.
+"""The user simulator: an LLM playing the user of a task, from its instruction, hidden facts and persona.
 
-It states its request, reveals `user_hidden` facts only when asked, and ends the
-conversation (`done: true`) when the goal is met or clearly impossible.
+It plays a persona (`simia.sim.world.personas`: cooperative by default, terse, confused, impatient, adversarial),
+states its request, reveals `user_hidden` facts only when asked, and ends the conversation (`done: true`) when
+the goal is met or clearly impossible; `mark` names the persona on the user messages of the transcript handed
+to the judge, which checks that the user kept its rules.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from simia.sim.backends import Backend, CompletionRequest, Usage
+from simia.sim.world import USER_RULES, mark_persona
+from simia.sim.world import persona as persona_of
 
 __all__ = ["UserSimulator"]
 
@@ -20,7 +24,11 @@ SCHEMA = {
 
 
 class UserSimulator:
-    """Plays the user; one instance per episode (it keeps the conversation)."""
+    """Plays the user; one instance per episode (it keeps the conversation).
+
+    Raises:
+        ValueError: `persona` names no persona (the message names those that do).
+    """
 
     def __init__(
         self,
@@ -31,7 +39,9 @@ class UserSimulator:
         max_tokens: int = 256,
         temperature: float = 0.7,
         seed: int | None = None,
+        persona: str | None = None,
     ) -> None:
+        self.persona = played = persona_of(persona)
         self.backend = backend
         self.instruction = instruction
         self.hidden = hidden
@@ -41,12 +51,15 @@ class UserSimulator:
         self.usage = Usage()
         self._pending = Usage()
         hidden_text = hidden or "(none)"
+        rules = "\n".join(f"- {rule}" for rule in (*USER_RULES, *played.rules))
         self.messages: list[dict[str, Any]] = [
             {
                 "role": "system",
                 "content": (
                     "You play a customer talking to a customer-service agent. Stay in character; write short, natural "
                     "messages. Never say you are an AI or a simulator.\n"
+                    f"# Your persona\n{played.instructions}\n"
+                    f"# Your rules (never break them)\n{rules}\n"
                     f"# Your goal\n{instruction}\n"
                     f"# Facts only you know (reveal one only when the agent asks for it)\n{hidden_text}\n"
                     '# Answer format\nOne JSON object {"message": what you say, "done": true when your goal is met or '
@@ -80,6 +93,11 @@ class UserSimulator:
 
     async def reply(self, agent_message: str) -> tuple[str, bool]:
         return await self._say(f"The agent says: {agent_message}")
+
+    def mark(self, transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`transcript` with its user messages naming this simulator's persona, for the judge (after the run:
+        the agent never reads the marks)."""
+        return mark_persona(transcript, self.persona.name)
 
     def take_usage(self) -> Usage:
         usage, self._pending = self._pending, Usage()

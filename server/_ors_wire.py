@@ -1,6 +1,7 @@
 """The Open Reward Standard's wire, as simia serves it (server/ors.py): the request bodies and the task spec, the
-answers (`RunToolOutput`, `ToolOutput`, `GroupScore`) built from episodes and verdicts, and the SSE stream that
-carries a call's answer. Shapes as the `openreward` package's reference server defines them."""
+answers (`RunToolOutput`, `ToolOutput` with a call's shaped reward, `GroupScore`) built from episodes and
+verdicts, and the SSE stream that carries a call's answer. Shapes as the `openreward` package's reference server
+defines them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from simia.sim.perturbation import Perturbation
 from simia.sim.records import EpisodeRecord, EventRecord
-from simia.sim.verdict import Verdict
+from simia.sim.verdict import ProgressStep, Verdict
 from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND, META_INJECTED, META_SEQ
 from simia.sim.world import openai_tool_call
 from starlette.requests import Request
@@ -22,6 +23,7 @@ from starlette.responses import StreamingResponse
 
 from ._body import read_body
 from .errors import BadRequest
+from .step_rewards import META_PROGRESS
 
 __all__ = [
     "PING_SECONDS",
@@ -161,8 +163,12 @@ def infra(text: str, code: str, episode_id: str | None) -> str:
     return success({"blocks": [text_block(text)], "metadata": meta, "reward": None, "finished": False})
 
 
-def tool_output(event: EventRecord, episode_id: str) -> dict[str, Any]:
+def tool_output(event: EventRecord, episode_id: str, step: ProgressStep | None = None) -> dict[str, Any]:
+    """A committed call's ToolOutput: its `reward` is the call's shaped reward (`step`: its progress step; None
+    when the task has no checks), and the metadata carries the progress after it."""
     meta: dict[str, Any] = {META_EPISODE: episode_id, META_SEQ: event.seq, "is_error": event.is_error}
+    if step is not None:
+        meta[META_PROGRESS] = step.progress
     if event.is_error:
         meta[META_ERROR_KIND] = event.error_kind or "agent"
         meta[META_ERROR_CODE] = event.error_code or ""
@@ -170,7 +176,8 @@ def tool_output(event: EventRecord, episode_id: str) -> dict[str, Any]:
         meta[META_INJECTED] = event.injected
     if event.output is not None:
         meta["output"] = event.output
-    return {"blocks": [text_block(event.text)], "metadata": meta, "reward": None, "finished": False}
+    reward = step.reward if step is not None else None
+    return {"blocks": [text_block(event.text)], "metadata": meta, "reward": reward, "finished": False}
 
 
 def verdict_json(verdict: Verdict | None) -> dict[str, Any] | None:

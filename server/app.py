@@ -66,6 +66,7 @@ from .requests import parse_body
 from .responses import error_response, json_response
 from .runtime import tune_gc
 from .settings import ServerSettings
+from .step_rewards import StepRewards
 from .ui import Viewer
 
 __all__ = ["SimiaApp"]
@@ -101,8 +102,15 @@ class SimiaApp:
             allowed_hosts=self.settings.hosts(),
             allowed_origins=self.settings.origins(),
         )
+        self.rewards = StepRewards(self.service)
+        """The step rewards of the episodes' calls: one tracker per episode, shared by MCP, OpenEnv and ORS."""
+        openenv = OpenEnv(self.service, self.settings, self.rewards)
         self.mcp = McpEndpoints(
-            self.service, security, max_sessions=self.settings.max_sessions, idle_timeout=self.settings.idle_timeout
+            self.service,
+            security,
+            max_sessions=self.settings.max_sessions,
+            idle_timeout=self.settings.idle_timeout,
+            rewards=self.rewards,
         )
         episode_gate = EpisodeGate(self.mcp.episode_app, self.service)
         routes = [
@@ -118,7 +126,7 @@ class SimiaApp:
             Mount("/episodes/{episode_id}", app=episode_gate),
             Mount("/worlds/{world}", app=WorldGate(self.mcp.world_app, self.mcp)),
             Mount("/nemo-gym/{world}", app=NemoGym(self.service).routes),
-            Mount("/openenv/{world}", app=OpenEnv(self.service, self.settings).routes),
+            Mount("/openenv/{world}", app=openenv.routes),
         ]
         inner = Starlette(
             routes=routes,
@@ -157,6 +165,7 @@ class SimiaApp:
                 sweeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await sweeper
+                await self.service.close()  # the real servers' sessions (processes, for command servers)
 
     async def _sweep(self) -> None:
         interval = max(1.0, min(60.0, self.settings.idle_timeout / 4))
@@ -173,6 +182,8 @@ class SimiaApp:
             if abandoned:
                 log.info("marked %d idle episode(s) abandoned", len(abandoned))
                 self.mcp.forget(set(abandoned))
+                for episode_id in abandoned:
+                    self.rewards.forget(episode_id)
 
     async def _api_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
@@ -225,7 +236,10 @@ class SimiaApp:
                 hash=w.content_hash,
                 policy=w.policy,
                 tools=[t.mcp_dict() for t in w.tools],
-                tasks=[TaskInfo(id=t.id, instruction=t.instruction, user_hidden=t.user_hidden) for t in w.tasks],
+                tasks=[
+                    TaskInfo(id=t.id, instruction=t.instruction, user_hidden=t.user_hidden, persona=t.persona)
+                    for t in w.tasks
+                ],
                 mcp_url=f"{base}/worlds/{w.name}/mcp",
             )
             for w in self.service.worlds.values()
@@ -241,6 +255,7 @@ class SimiaApp:
             principal=request.state.principal,
             perturbation=body.perturbation,
         )
+        self.rewards.opened(episode)  # its calls' step rewards need no read
         return json_response(self._episode(request, episode, Episode), status=201)
 
     async def list_episodes(self, request: Request) -> Response:
@@ -273,6 +288,7 @@ class SimiaApp:
         episode = await self.service.fork(
             request.path_params["episode_id"], step=body.step, principal=request.state.principal
         )
+        self.rewards.opened(episode)
         return json_response(self._episode(request, episode, Episode), status=201)
 
     async def end_episode(self, request: Request) -> Response:
@@ -286,4 +302,5 @@ class SimiaApp:
             raise  # infrastructure: answered 503 by `_store_unavailable`; an API error keeps its own status
         except SimiaError as exc:
             raise BadRequest(str(exc)) from None
+        self.rewards.forget(episode.id)
         return json_response(self._episode(request, episode, EndedEpisode))

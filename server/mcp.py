@@ -6,7 +6,9 @@ Two low-level MCP servers, each mounted once:
     serves the handshake era only (a 2026-07-28 request gets method-not-found, so
     `auto` clients fall back to `initialize` and get a session id): a sessionless
     client could not be told apart from another, and would share its state.
-Handlers never raise for tool failures: they become `isError` results.
+Handlers never raise for tool failures: they become `isError` results. A committed call's result carries, for
+a task with checks, the call's shaped reward and the progress after it in `_meta` (`StepRewards`, the same
+trackers the trainer protocols use, so each call is folded once and nothing is read again per call).
 """
 
 from __future__ import annotations
@@ -26,7 +28,16 @@ from pydantic_core import to_json
 from simia.sim import __version__
 from simia.sim.errors import StoreUnavailable
 from simia.sim.records import EventRecord
-from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND, META_INJECTED, META_SEQ
+from simia.sim.verdict import ProgressStep
+from simia.sim.wire import (
+    META_EPISODE,
+    META_ERROR_CODE,
+    META_ERROR_KIND,
+    META_INJECTED,
+    META_PROGRESS,
+    META_REWARD,
+    META_SEQ,
+)
 from simia.sim.world import World
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -37,6 +48,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ._body import read_body
 from .episodes import EpisodeService
 from .errors import ApiError, Conflict, PayloadTooLarge, http_error
+from .step_rewards import StepRewards
 
 __all__ = [
     "DATABASE_TEXT",
@@ -81,8 +93,13 @@ def request_key(ctx: ServerRequestContext[Any], name: str, arguments: dict[str, 
     return hashlib.blake2b(raw, digest_size=16).hexdigest()
 
 
-def call_result(event: EventRecord, episode_id: str) -> types.CallToolResult:
+def call_result(event: EventRecord, episode_id: str, step: ProgressStep | None = None) -> types.CallToolResult:
+    """A committed call as an MCP result; `step` (its progress step, None without checks) adds the call's shaped
+    reward and the progress after it to `_meta`."""
     meta: dict[str, Any] = {META_EPISODE: episode_id, META_SEQ: event.seq}
+    if step is not None:
+        meta[META_REWARD] = step.reward
+        meta[META_PROGRESS] = step.progress
     if event.injected:
         meta[META_INJECTED] = event.injected
     if event.is_error:
@@ -111,10 +128,12 @@ async def answer_call(
     name: str,
     arguments: dict[str, Any],
     key: str | None = None,
+    rewards: StepRewards | None = None,
 ) -> types.CallToolResult:
     """One tool call through the service, with the wire's one error rule: every failure is an `isError`
     result with a short, true message (API errors keep their code; anything unexpected is logged and
-    becomes `internal_error`), and nothing unexpected leaks onto the wire."""
+    becomes `internal_error`), and nothing unexpected leaks onto the wire. With `rewards`, a committed call's
+    result carries its step reward (see `call_result`)."""
     try:
         event = await service.call(episode_id, principal, name, arguments, request_key=key)
     except ApiError as exc:
@@ -125,16 +144,37 @@ async def answer_call(
     except Exception:
         log.exception("tool call failed: episode=%s tool=%s", episode_id, name)
         return failure_result("Internal error in the tool simulator. Try again.", "infra", "internal_error", episode_id)
-    return call_result(event, episode_id)
+    step = None
+    if rewards is not None:
+        try:
+            step = await rewards.step(episode_id, event)
+        except StoreUnavailable as exc:  # the call stands, committed: only its reward could not be read
+            log.warning("tool call reward unread: episode=%s seq=%d: %s", episode_id, event.seq, exc)
+    return call_result(event, episode_id, step)
 
 
 class McpEndpoints:
-    """Builds the two MCP apps over one `EpisodeService`."""
+    """Builds the two MCP apps over one `EpisodeService`.
+
+    Args:
+        service: the episodes.
+        security: the transports' DNS-rebinding settings (allowed hosts and origins).
+        max_sessions: the most MCP sessions each app keeps.
+        idle_timeout: seconds after which an idle MCP session is closed.
+        rewards: the step rewards of the episodes' calls, shared with the trainer protocols of the same app.
+    """
 
     def __init__(
-        self, service: EpisodeService, security: TransportSecuritySettings, *, max_sessions: int, idle_timeout: float
+        self,
+        service: EpisodeService,
+        security: TransportSecuritySettings,
+        *,
+        max_sessions: int,
+        idle_timeout: float,
+        rewards: StepRewards,
     ) -> None:
         self.service = service
+        self.rewards = rewards
         self.sessions: dict[str, str] = {}  # handshake session id -> episode id (world URLs)
         # handshake session id -> the principal that opened it (world URLs); the oldest are forgotten past the cap
         self.owners: OrderedDict[str, str] = OrderedDict()
@@ -199,6 +239,7 @@ class McpEndpoints:
         episode_id = self.sessions.get(session)
         if episode_id is None:
             episode = await self.service.create(request.path_params["world"], principal=principal_of(request))
+            self.rewards.opened(episode)
             episode_id = self.sessions[session] = episode.id
             log.info("session %s... opened episode %s on world %s", session[:8], episode.id, episode.world)
         return episode_id
@@ -226,7 +267,7 @@ class McpEndpoints:
     ) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
         key = request_key(ctx, params.name, arguments)
-        return await answer_call(self.service, episode_id, principal, params.name, arguments, key)
+        return await answer_call(self.service, episode_id, principal, params.name, arguments, key, self.rewards)
 
 
 class EpisodeGate:
@@ -299,6 +340,7 @@ class WorldGate:
                     await self.endpoints.service.end(episode_id, principal)
                 except (ApiError, StoreUnavailable):
                     log.warning("could not end episode %s of closed session", episode_id)
+                self.endpoints.rewards.forget(episode_id)
         if session:
             await self.app(scope, receive, send)
         else:

@@ -14,7 +14,9 @@ A session holds one episode at a time: `reset` starts one (ending the session's 
 before any reset starts one without a task, and closing the session (or its own socket) ends it. Actions are
 openenv's `{"type": "list_tools"}` and `{"type": "call_tool", "tool_name", "arguments"}`, and simia's
 `{"type": "end", "transcript"?}`, which ends and judges the episode: its observation has `done` and the reward
-(`Verdict.training_reward()`, null when masked). A failed call is a `CallToolObservation` with `error` (openenv's
+(`Verdict.training_reward()`, null when masked). A call's step answer carries the call's shaped reward as its
+`reward` (`StepRewards`: the progress its state change made on the task's checks, with the progress after it in
+the metadata; null for an episode without checks). A failed call is a `CallToolObservation` with `error` (openenv's
 `tool_not_found`, `invalid_args`, `execution_error`) and the whole result, as openenv's MCP environments answer one;
 a repeated call (the same `request_id` of HTTP /step or of an action's `metadata`, or the same JSON-RPC id in a
 session) is answered from its committed event.
@@ -36,6 +38,7 @@ from pydantic_core import to_json
 from simia.sim.errors import SimiaError, StoreUnavailable
 from simia.sim.perturbation import Perturbation
 from simia.sim.records import EpisodeRecord, EventRecord
+from simia.sim.verdict import ProgressStep
 from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND, META_INJECTED, META_SEQ, EndEpisode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -48,6 +51,7 @@ from .episodes import EpisodeService
 from .errors import ApiError, BadRequest, NotFound
 from .requests import parse_body
 from .settings import ServerSettings
+from .step_rewards import META_PROGRESS, StepRewards
 
 __all__ = [
     "Action",
@@ -189,9 +193,10 @@ class OpenEnv:
             see; `max_sessions` bounds the sessions kept).
     """
 
-    def __init__(self, service: EpisodeService, settings: ServerSettings) -> None:
+    def __init__(self, service: EpisodeService, settings: ServerSettings, rewards: StepRewards | None = None) -> None:
         self.service = service
         self.settings = settings
+        self.rewards = rewards if rewards is not None else StepRewards(service)  # the app's: one per episode
         self.sessions: OrderedDict[str, _Session] = OrderedDict()
         self.max_sessions = 4 * settings.max_sessions
         self._hosts, self._origins = settings.hosts(), settings.origins()
@@ -222,6 +227,7 @@ class OpenEnv:
         episode = await self.service.create(
             world, task=params.task, seed=params.seed, principal=principal, perturbation=params.perturbation
         )
+        self.rewards.opened(episode)
         if session is not None:
             previous, session.episode_id = session.episode_id, episode.id
             if previous is not None:
@@ -256,7 +262,7 @@ class OpenEnv:
             key = _key("openenv-step", episode_id, str(request_id))
         if isinstance(action, CallToolAction):
             event = await self.service.call(episode_id, principal, action.tool_name, action.arguments, request_key=key)
-            return _call_observation(action.tool_name, event, episode_id)
+            return _call_observation(action.tool_name, event, episode_id, await self.rewards.step(episode_id, event))
         return await self._end(episode_id, principal, action.transcript)
 
     def _tools(self, world: str) -> dict[str, Any]:
@@ -274,6 +280,7 @@ class OpenEnv:
         episode = await self.service.get(episode_id, principal)
         if episode.verdict is None:  # judged once: a repeated end answers the stored verdict
             episode = await self._end_episode(episode_id, principal, transcript)
+        self.rewards.forget(episode_id)
         verdict = episode.verdict
         reward = verdict.training_reward() if verdict is not None else None
         meta = {META_EPISODE: episode_id, "verdict_status": verdict.status if verdict is not None else None}
@@ -301,6 +308,7 @@ class OpenEnv:
             episode = await self.service.get(episode_id, principal)
             if episode.status == "active":
                 await self._end_episode(episode_id, principal)
+            self.rewards.forget(episode_id)
         except (ApiError, StoreUnavailable) as exc:
             log.warning("could not end episode %s of a closed OpenEnv session: %s", episode_id, exc)
 
@@ -332,6 +340,7 @@ class OpenEnv:
         environment, as a world URL's MCP session is)."""
         if session.episode_id is None:
             episode = await self.service.create(session.world, principal=session.principal)
+            self.rewards.opened(episode)
             session.episode_id = episode.id
         return session.episode_id
 
@@ -412,7 +421,8 @@ class OpenEnv:
                 else None
             )
             event = await self.service.call(episode_id, principal, name, arguments, request_key=key)
-            observation = _call_observation(name, event, episode_id)["observation"]
+            observation = _call_observation(name, event, episode_id, await self.rewards.step(episode_id, event))
+            observation = observation["observation"]
             if event.is_error:  # as openenv's MCP environments answer a tool's error: a JSON-RPC error
                 raise _RpcError(
                     _SERVER_ERROR, event.text, {"error": observation["error"], "result": observation["result"]}
@@ -594,10 +604,13 @@ class OpenEnv:
                 await websocket.close()
 
 
-def _call_observation(tool_name: str, event: EventRecord, episode_id: str) -> dict[str, Any]:
+def _call_observation(tool_name: str, event: EventRecord, episode_id: str, step: ProgressStep | None) -> dict[str, Any]:
     """A committed call as openenv's `CallToolObservation`: `result` is the MCP result (as fastmcp's
-    `CallToolResult` serializes: `data` is what `MCPToolClient.call_tool` returns), `error` set when it failed."""
+    `CallToolResult` serializes: `data` is what `MCPToolClient.call_tool` returns), `error` set when it failed;
+    the step's `reward` is the call's shaped reward (`step`: its progress step, None without checks)."""
     meta: dict[str, Any] = {META_EPISODE: episode_id, META_SEQ: event.seq}
+    if step is not None:
+        meta[META_PROGRESS] = step.progress
     if event.injected:
         meta[META_INJECTED] = event.injected
     error = None
@@ -613,7 +626,8 @@ def _call_observation(tool_name: str, event: EventRecord, episode_id: str) -> di
         "is_error": event.is_error,
     }
     observation = {"tool_name": tool_name, "result": result, "error": error, "metadata": meta}
-    return {"observation": observation, "reward": None, "done": False, "metadata": meta}
+    reward = step.reward if step is not None else None
+    return {"observation": observation, "reward": reward, "done": False, "metadata": meta}
 
 
 def _key(*parts: Any) -> str | None:

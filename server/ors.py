@@ -4,11 +4,12 @@ under a prefix of the main port).
 
 Every world is an environment; its tasks, by their `split` (default `train`), are the splits and the tasks; a
 session is an episode of the task (created on the session's first tool call, so a session only probed for its
-tools stores nothing); a tool call is an episode call (the same validation, committed before it is answered); the
-terminal tool, hidden from the tool list as ORS does, ends the episode: the judge's verdict gives the answer's
-`reward` (`Verdict.training_reward()`, None when masked) and `finished`. `score_group` judges the episodes of a
-group. Same process, store, auth (`Authorization: Bearer`, or the `X-API-Key` the `openreward` client sends) and
-drain as the main listener.
+tools stores nothing); a tool call is an episode call (the same validation, committed before it is answered),
+whose answer's `reward` is the call's shaped reward (`StepRewards`: the progress its state change made on the
+task's checks; None for a task without checks); the terminal tool, hidden from the tool list as ORS does, ends
+the episode: the judge's verdict gives the answer's `reward` (`Verdict.training_reward()`, None when masked) and
+`finished`. `score_group` judges the episodes of a group. Same process, store, auth (`Authorization: Bearer`, or
+the `X-API-Key` the `openreward` client sends) and drain as the main listener.
 
 Routes (as the `openreward` package's reference server defines them; session routes need `X-Session-ID`, and a
 path without its `{env}` segment means the environment the `X-Deployment` header names, or the only one):
@@ -80,6 +81,7 @@ from .errors import ApiError, BadRequest, Conflict, NotFound
 from .mcp import DATABASE_TEXT
 from .middleware import Guard
 from .settings import ServerSettings
+from .step_rewards import StepRewards
 
 __all__ = ["TERMINAL_ARG", "OrsApp", "TaskSpec", "terminal_tool_name"]
 
@@ -159,10 +161,12 @@ class OrsApp:
         drain: Drain,
         *,
         system_prompt: Callable[[str], str] | None = None,
+        rewards: StepRewards | None = None,
     ) -> None:
         self.service = service
         self.settings = settings
         self.system_prompt = system_prompt
+        self.rewards = rewards if rewards is not None else StepRewards(service)  # the app's: one per episode
         self.sessions: OrderedDict[str, _Session] = OrderedDict()
         self.groups: OrderedDict[tuple[str, str, str | None, int | None, str], str] = OrderedDict()
         routes = [
@@ -406,6 +410,7 @@ class OrsApp:
                     episode = await self.service.get(session.episode_id, session.principal)
                     if episode.status == "active":
                         await self.service.end(episode.id, session.principal, await self._transcript(session, None))
+                    self.rewards.forget(episode.id)
                 self.sessions.pop(sid, None)
         return JSONResponse({"sid": sid})
 
@@ -474,6 +479,7 @@ class OrsApp:
                     self.groups[key] = episode.id
                     while len(self.groups) > self.settings.max_sessions:
                         self.groups.popitem(last=False)
+        self.rewards.opened(episode)
         session.episode_id = episode.id
         return episode.id
 
@@ -534,12 +540,17 @@ class OrsApp:
         except Exception:
             log.exception("ORS call failed: episode=%s tool=%s", session.episode_id, name)
             return infra("Internal error in the tool simulator. Try again.", "internal_error", session.episode_id)
+        try:  # every event is folded, refused ones too: the next call's reward then needs no read
+            step = await self.rewards.step(episode_id, event)
+        except StoreUnavailable as exc:  # the call stands, committed: only its reward could not be read
+            log.warning("ORS call reward unread: episode=%s seq=%d: %s", episode_id, event.seq, exc)
+            step = None
         if event.error_code == "unknown_tool":
             tools = ", ".join(t.name for t in world.tools)
             return refused("not_found", f"{name[:64]!r} is not a valid tool; tools: {tools}")
         if event.error_code == "invalid_arguments":
             return refused("input_validation", f"Tool input validation error: {event.text}")
-        return success(tool_output(event, episode_id))
+        return success(tool_output(event, episode_id, step))
 
     async def _finish(self, session: _Session, arguments: dict[str, Any]) -> str:
         """The terminal tool: end the episode with the session's transcript, once; a repeat answers the verdict
@@ -568,6 +579,7 @@ class OrsApp:
                     )
                 except SimiaError as exc:
                     return refused("input_validation", str(exc))
+        self.rewards.forget(episode_id)
         return success(verdict_output(episode))
 
     async def score_group(self, request: Request) -> Response:

@@ -19,12 +19,16 @@ from simia.sim.world import World
 from .app import SimiaApp
 from .episodes import EpisodeService
 from .mcp import answer_call, tool_list
+from .step_rewards import StepRewards
 
 __all__ = ["bound_server", "serve_stdio"]
 
 
-def bound_server(service: EpisodeService, episode_id: str, world: World) -> Server[Any]:
-    """A low-level MCP server bound to one episode (stdio, and in-memory `Client(server)` tests)."""
+def bound_server(
+    service: EpisodeService, episode_id: str, world: World, rewards: StepRewards | None = None
+) -> Server[Any]:
+    """A low-level MCP server bound to one episode (stdio, and in-memory `Client(server)` tests); with `rewards`,
+    each result carries its call's step reward as over HTTP (`simia/reward`, `simia/progress`)."""
     tools = tool_list(world)
 
     async def list_tools(
@@ -33,7 +37,7 @@ def bound_server(service: EpisodeService, episode_id: str, world: World) -> Serv
         return types.ListToolsResult(tools=tools, _meta={META_EPISODE: episode_id})
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await answer_call(service, episode_id, "", params.name, dict(params.arguments or {}))
+        return await answer_call(service, episode_id, "", params.name, dict(params.arguments or {}), rewards=rewards)
 
     return Server(
         "simia",
@@ -50,7 +54,8 @@ async def serve_stdio(app: SimiaApp, world: str, *, task: str | None = None, see
     service = app.service
     episode = await service.create(world, task=task, seed=seed)
     print(f"simia: episode {episode.id} of world {world!r} on stdio", file=sys.stderr)
-    server = bound_server(service, episode.id, service.world(world))
+    app.rewards.opened(episode)  # its calls' step rewards need no read
+    server = bound_server(service, episode.id, service.world(world), app.rewards)
     try:
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())

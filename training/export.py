@@ -7,20 +7,29 @@ Formats:
   sharegpt  `conversations` with from human/gpt/function_call/observation, plus `system` and `tools`
             (Simia's released SFT format; LLaMA-Factory's `sharegpt`)
   hermes    Hermes function calling: `<tools>` in the system turn, `<tool_call>` / `<tool_response>` turns
-  rl        one JSON line per episode with its verdict, reward (null when masked), group and fork
-            lineage, messages, tools and token data when the episode has them, ordered by group
-A record whose tool calls break the tool's `inputSchema`, call a tool the world lacks, or
-do not pair with their results, or whose client transcript claims tool calls or results the
-server never produced, is reported with its reasons and skipped, never silently written
-(`rl` rows keep such episodes, masked).
+  rl        one JSON line per episode with its verdict, reward (null when masked: with include_masked only),
+            group and fork lineage, messages, tools and token data when the episode has them, ordered by group,
+            and the dense rewards of a task with checks: `step_rewards`, one per assistant turn of `messages`
+            (`turn_rewards`), and `progress` (Phi at the start and the end, gamma)
+An episode whose verdict is masked (`Verdict.training_reward()` is None: a judge error, an infrastructure
+failure, a fabricated transcript) never becomes a record unless asked for (`include_masked`, `--include-masked`:
+then `rl` rows carry it with `masked: true` and a null reward); it is reported as skipped with why. A record
+whose tool calls break the tool's `inputSchema`, call a tool the world lacks, or do not pair with their results,
+or whose client transcript claims tool calls or results the server never produced, is reported with its reasons
+and skipped, never silently written (`rl` rows keep fabricated ones when masked ones are included).
+
+Each record is built from the world as it was served to its episode, read from the database
+(`simia.sim.storage.EpisodeWorlds`): a world folder is needed only for episodes logged before the database kept
+worlds, and a folder's world that differs from the stored one is reported and not used.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +37,8 @@ from typing import Any
 from simia.clients.prompt import agent_system_prompt
 from simia.sim.judging import fabricated_claims, recorded_calls
 from simia.sim.records import EpisodeRecord, EventRecord
-from simia.sim.storage import open_store
+from simia.sim.storage import EpisodeWorlds, open_store
+from simia.sim.verdict import ProgressCurve, outcome
 from simia.sim.world import World, check_tool_calls, openai_tool, openai_tool_call
 
 __all__ = [
@@ -42,6 +52,7 @@ __all__ = [
     "parse_since",
     "sharegpt_record",
     "transcript_of",
+    "turn_rewards",
 ]
 
 FORMATS = ("openai", "hf", "sharegpt", "hermes", "rl")
@@ -74,6 +85,25 @@ def transcript_of(
         )
         messages.append({"role": "tool", "tool_call_id": call_id, "content": event.text})
     return messages
+
+
+def turn_rewards(
+    transcript: list[dict[str, Any]], events: list[EventRecord], progress: ProgressCurve | None
+) -> list[float] | None:
+    """The shaped reward of each assistant turn of `transcript`, in order: the sum of the progress rewards of the
+    calls it made (0 for a turn without calls); None when the episode has no progress curve (no checks).
+
+    The transcript's tool calls pair with the calls the server executed in order, as the judge pairs them
+    (`recorded_calls`); a call the server never ran (a fabricated one) earns nothing."""
+    if progress is None:
+        return None
+    by_seq = {step.seq: step.reward for step in progress.steps}
+    rewards = iter([by_seq.get(e.seq, 0.0) for e in events if e.counts_as_call])
+    return [
+        math.fsum(next(rewards, 0.0) for _ in m.get("tool_calls") or [])
+        for m in transcript
+        if m.get("role") == "assistant"
+    ]
 
 
 def check_transcript(
@@ -171,9 +201,21 @@ def hermes_record(world: World, transcript: list[dict[str, Any]]) -> dict[str, A
 
 @dataclass
 class ExportReport:
+    """What an export wrote and skipped, and where the worlds of its episodes came from.
+
+    Attributes:
+        written: records written.
+        skipped: `{"episode", "problems"}` of each episode left out, with why.
+        path: where the records went.
+        notes: world versions served from a folder instead of the database, differing folders, and episodes
+            left out because their world is nowhere (by world name and count: `EpisodeWorlds.notes`); the
+            command prints them as warnings.
+    """
+
     written: int = 0
     skipped: list[dict[str, Any]] = field(default_factory=list)
     path: str = ""
+    notes: list[str] = field(default_factory=list)
 
     def render(self) -> str:
         lines = [f"wrote {self.written} record(s) to {self.path}; skipped {len(self.skipped)}"]
@@ -202,8 +244,9 @@ async def export(
     db: str | Path,
     fmt: str,
     out: str | Path,
-    worlds: dict[str, World],
+    worlds: Mapping[str, World] | None = None,
     *,
+    include_masked: bool = False,
     world: str | None = None,
     task: str | None = None,
     min_reward: float | None = None,
@@ -213,11 +256,18 @@ async def export(
 ) -> ExportReport:
     """Export matching episodes of `db` to `out` in `fmt`; returns what was written and skipped (with reasons).
 
-    `injected="drop"` leaves out episodes with faults injected by a perturbation (`include` keeps them: they
-    teach an agent to handle rate limits, timeouts and partial results)."""
+    Args:
+        worlds: worlds of the folders the user named (`--worlds-dir`): checked against the stored world each
+            episode ran against (a difference is reported, the stored one used), and used for episodes logged
+            before the database kept worlds. None: the default world folder, for those episodes only.
+        include_masked: keep episodes whose verdict is masked (`Verdict.training_reward()` is None).
+        injected: `drop` leaves out episodes with faults injected by a perturbation (`include` keeps them:
+            they teach an agent to handle rate limits, timeouts and partial results).
+    """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     store = open_store(db)
+    found = EpisodeWorlds(store, worlds)
     try:
         episodes = await store.list_episodes(world=world, task=task, status=status, since=since, limit=10_000_000)
         report = ExportReport(path=str(out))
@@ -226,10 +276,13 @@ async def export(
             reward = episode.verdict.training_reward() if episode.verdict is not None else None
             if min_reward is not None and (reward is None or reward < min_reward):
                 continue
-            spec = worlds.get(episode.world)
-            if spec is None:
-                report.skipped.append({"episode": episode.id, "problems": [f"world {episode.world!r} not loaded"]})
+            if episode.verdict is not None and reward is None and not include_masked:
+                why = f"{outcome(episode.verdict)}; pass --include-masked to export it"
+                report.skipped.append({"episode": episode.id, "problems": [why]})
                 continue
+            spec = await found.world_of(episode)
+            if spec is None:
+                continue  # counted by world in the notes
             events = await store.events(episode.id)
             faults = sorted({e.injected for e in events if e.injected})
             if faults and injected == "drop":
@@ -247,6 +300,7 @@ async def export(
         await store.close()
     _write(fmt, rows, Path(out))
     report.written = len(rows)
+    report.notes = found.notes()
     return report
 
 
@@ -263,6 +317,7 @@ def _row(
         return hermes_record(world, transcript)
     verdict = episode.verdict
     reward = verdict.training_reward() if verdict is not None else None
+    progress = verdict.progress if verdict is not None else None
     sources = Counter(e.source for e in events)  # "real": answered by the world's real server (`route: real`)
     return {
         "episode_id": episode.id,
@@ -273,9 +328,14 @@ def _row(
         "fork_step": episode.fork_step,
         "reward": reward,
         "masked": reward is None,
+        "outcome": str(outcome(verdict)),
         "verdict_status": verdict.status if verdict is not None else None,
         "status": episode.status,
         **openai_record(world, transcript),
+        "step_rewards": turn_rewards(transcript, events, progress),
+        "progress": None
+        if progress is None
+        else {"start": progress.start, "end": progress.end, "gamma": progress.gamma},
         **({"tokens": episode.tokens} if getattr(episode, "tokens", None) else {}),
         **({"sources": dict(sources)} if sources["real"] else {}),
     }

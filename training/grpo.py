@@ -1,11 +1,13 @@
 """GRPO with TRL where the environment is a simia server and the reward is its judge's verdict.
 
-Each rollout is an episode: `reset(**row)` forks the group's snapshot episode (GRPO
-groups start from one state), the world's tools (as the server describes them) are methods
-of the environment (built from their JSON schemas) that call the episode over MCP, and the
-reward function `simia_env_reward` ends each episode through `/end` with the policy's whole
-conversation as the transcript: the verdict's training reward, or None (masked) for judge
-errors, infrastructure failures and fabricated transcripts, never a silent 0.
+Each rollout is an episode: `reset(**row)` opens it (the group's first rollout creates it, the others fork its
+step 0: GRPO groups start from one state, and no episode is left open), the world's tools (as the server
+describes them) are methods of the environment (built from their JSON schemas) that call the episode over MCP,
+and the reward function `simia_env_reward` ends each episode through `/end` with the policy's whole
+conversation as the transcript: the verdict's training reward, or None (masked) for judge errors,
+infrastructure failures and fabricated transcripts, never a silent 0. `--reward` picks what the reward is made
+of (`simia.training.grpo_rewards`: the outcome, the progress the episode reached, the process judge's score, or a
+weighted mix), and `--curriculum DB` repeats each task's prompt by its recorded pass rate (`simia.clients.curriculum`).
 
     simia serve --backend openai:gpt-5.4-mini &
     python -m simia.training.grpo --server http://127.0.0.1:8765 --world retail --model embedded \
@@ -14,28 +16,34 @@ errors, infrastructure failures and fabricated transcripts, never a silent 0.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from simia.clients.api import SyncSimiaClient
+from simia.clients.curriculum import Curriculum, plan, read_history
 from simia.sim.backends import Backend, resolve_backend
+from simia.sim.storage import open_store
 from simia.sim.wire import WorldInfo
 
 from . import models
 from ._config import parse_config
-from .grpo_dataset import task_dataset
+from .grpo_dataset import chosen_tasks, task_dataset
 from .grpo_env import environment_class
-from .grpo_rewards import simia_env_reward, simia_reward
+from .grpo_rewards import RewardMix, simia_env_reward, simia_reward
 from .grpo_rollout import multi_turn_rollout_func
 
 __all__ = [
     "GRPORun",
+    "RewardMix",
     "environment_class",
     "main",
     "multi_turn_rollout_func",
+    "read_curriculum",
     "simia_env_reward",
     "simia_reward",
     "task_dataset",
@@ -65,6 +73,11 @@ class GRPORun:
         user: backend SPEC of the user simulator; set it to train multi-turn episodes through `rollout_func`.
         base_url: server URL of the user simulator's model for `openai-compatible:` (vLLM, SGLang, ...).
         max_turns: policy turns per multi-turn episode.
+        reward: what a rollout's reward is: outcome (the verdict's training reward), progress (the progress it ended
+            at, 1 for a full solution), process (the process judge's mean step score) or mix (`reward_weights`).
+        reward_weights: with `reward: mix`, term=weight,... (e.g. outcome=1,progress=0.5); masked as the outcome is.
+        curriculum: a simia database (file or postgresql:// URL) whose recorded pass rates share out the prompts,
+            most to tasks near one half.
         seed: random seed.
         shuffle: shuffle the task prompts.
         save: write the final model.
@@ -86,9 +99,20 @@ class GRPORun:
     user: str | None = None
     base_url: str | None = None
     max_turns: int = 4
+    reward: str = "outcome"
+    reward_weights: str = ""
+    curriculum: str | None = None
     seed: int = 0
     shuffle: bool = True
     save: bool = True
+
+    def __post_init__(self) -> None:
+        RewardMix.parse(self.reward, self.reward_weights)  # a bad --reward fails here, naming the fix
+
+    @property
+    def reward_mix(self) -> RewardMix:
+        """The `RewardMix` of `reward` and `reward_weights`."""
+        return RewardMix.parse(self.reward, self.reward_weights)
 
 
 def trl_batch_size(run: GRPORun) -> int:
@@ -106,13 +130,58 @@ def trl_batch_size(run: GRPORun) -> int:
     return size
 
 
+PROMPTS_PER_TASK = 8
+"""Dataset rows (GRPO groups) per selected task; a curriculum shares out as many in all."""
+
+
+def read_curriculum(run: GRPORun, world: WorldInfo) -> Curriculum | None:
+    """The plan `run.curriculum`'s recorded episodes of `world` give its selected tasks (`PROMPTS_PER_TASK` groups
+    each on average), or None without `--curriculum`.
+
+    Raises:
+        ValueError: no database at that path.
+    """
+    db = run.curriculum
+    if db is None:
+        return None
+    if "://" not in db and not Path(db).is_file():
+        raise ValueError(
+            f"--curriculum {db!r}: no database there; pass the file `simia serve --db` wrote (or its postgresql:// URL)"
+        )
+    tasks = [t.id for t in chosen_tasks(world, run.tasks)]
+
+    async def read() -> Curriculum:
+        store = open_store(db, read_only=True)
+        try:
+            return plan(tasks, await read_history(store, world.name), len(tasks) * PROMPTS_PER_TASK)
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
 def train(
-    run: GRPORun, world: WorldInfo, *, model: Any = None, tokenizer: Any = None, user_backend: Backend | None = None
+    run: GRPORun,
+    world: WorldInfo,
+    *,
+    model: Any = None,
+    tokenizer: Any = None,
+    user_backend: Backend | None = None,
+    curriculum: Curriculum | None = None,
 ) -> dict[str, Any]:
-    """Run GRPO against `run.server`; returns the rewards TRL logged and where the checkpoint went."""
+    """Run GRPO against `run.server`; returns the rewards TRL logged and where the checkpoint went.
+
+    Args:
+        curriculum: the plan of the prompts (default: `read_curriculum(run, world)`, None without one: every
+            selected task `PROMPTS_PER_TASK` times).
+    """
     from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]  # optional extra (train)
 
     batch_size = trl_batch_size(run)
+    curriculum = curriculum or read_curriculum(run, world)
+    rows = curriculum.attempts(1) if curriculum is not None else None
+    dataset = task_dataset(world, run.tasks, PROMPTS_PER_TASK, rows=rows)
+    environment = environment_class(run.server, world, run.token, reward=run.reward_mix)
     if model is None:
         model, tokenizer = models.tiny_model() if run.model == "tiny" else models.load_model(run.model)
     models.generation_template(tokenizer)
@@ -144,14 +213,14 @@ def train(
             max_turns=run.max_turns,
             max_new_tokens=run.max_completion_length,
             token=run.token,
-            environment=environment_class(run.server, world, run.token),
+            environment=environment,
         )
         trainer = GRPOTrainer(
             model=model,
             args=config,
             processing_class=tokenizer,
             reward_funcs=[simia_reward],
-            train_dataset=task_dataset(world, run.tasks),
+            train_dataset=dataset,
             rollout_func=rollout,
         )
     else:
@@ -160,8 +229,8 @@ def train(
             args=config,
             processing_class=tokenizer,
             reward_funcs=[simia_env_reward],
-            train_dataset=task_dataset(world, run.tasks),
-            environment_factory=environment_class(run.server, world, run.token),
+            train_dataset=dataset,
+            environment_factory=environment,
         )
     trainer.train()
     logs = trainer.state.log_history
@@ -189,7 +258,15 @@ def main(argv: list[str] | None = None) -> int:
             f"error: {run.server} does not serve world {run.world!r}; it serves: {', '.join(worlds)}", file=sys.stderr
         )
         return 2
-    result = train(run, world, user_backend=user)
+    try:
+        curriculum = read_curriculum(run, world)
+    except Exception as exc:  # a database that is not there or not simia's: one line, not a traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if curriculum is not None:
+        print(f"curriculum from {run.curriculum}: {PROMPTS_PER_TASK * len(curriculum.tasks)} group(s)")
+        print(curriculum.table(), flush=True)
+    result = train(run, world, user_backend=user, curriculum=curriculum)
     print(json.dumps({k: v for k, v in result.items() if k != "log"}))
     return 0
 

@@ -1,5 +1,6 @@
 """The GRPO environment: a TRL environment class built from a world's tools, one instance per rollout, each
-a simia episode forked from its group's snapshot, with the tools as methods that call it over MCP; and TRL's
+a simia episode of its group's snapshot (the first rollout's episode, whose step 0 the others fork: every
+rollout ends, so no episode stays open), with the tools as methods that call it over MCP; and TRL's
 `environment_factory` keyed by world, whose environments own their reward (`get_reward`: the judge's verdict)."""
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from typing import Any
 
 import mcp_types as types
 from simia.clients.api import SimiaClient, SyncSimiaClient
+from simia.sim.verdict import Outcome
 from simia.sim.wire import WorldInfo
 from simia.sim.world import ToolSpec
 
 from .grpo_dataset import task_dataset
+from .grpo_rewards import OUTCOME, RewardMix
 
 __all__ = ["environment_class", "environment_factory", "environments_dataset"]
 
@@ -68,7 +71,14 @@ def _tool_method(tool: ToolSpec) -> Any:
     return method
 
 
-def environment_class(server: str, world: WorldInfo, token: str | None = None, *, owns_reward: bool = False) -> type:
+def environment_class(
+    server: str,
+    world: WorldInfo,
+    token: str | None = None,
+    *,
+    owns_reward: bool = False,
+    reward: RewardMix = OUTCOME,
+) -> type:
     """The environment class TRL's `environment_factory` instantiates: one instance per rollout.
 
     Args:
@@ -77,8 +87,9 @@ def environment_class(server: str, world: WorldInfo, token: str | None = None, *
         token: bearer token for the server.
         owns_reward: give the class `get_reward()` (TRL then scores each rollout with it, and needs no
             `reward_funcs`).
+        reward: what a rollout's reward is made of (default: the verdict's training reward).
     """
-    snapshots: dict[str, str] = {}  # group key -> the episode every rollout of that group forks
+    firsts: dict[str, str] = {}  # group key -> its first rollout's episode, whose step 0 the others fork
     lock = threading.Lock()
 
     class SimiaEnvironment:
@@ -88,16 +99,19 @@ def environment_class(server: str, world: WorldInfo, token: str | None = None, *
             self.episode_id: str | None = None
             self.mcp_url: str | None = None
             self.reward: float | None = None
+            self.outcome = Outcome("masked", "not ended")
             self._ended = False
 
         def reset(self, **row: Any) -> str | None:
             task = row.get("task")
             key = str(row.get("group") or task)
             with SyncSimiaClient(server, token=token, timeout=120) as api, lock:
-                base = snapshots.get(key)
-                if base is None:
-                    base = snapshots[key] = api.create(world.name, task=task).id
-                episode = api.fork(base, step=0)
+                first = firsts.get(key)
+                if first is None:  # the group's snapshot is its first rollout: no episode is left open after it
+                    episode = api.create(world.name, task=task)
+                    firsts[key] = episode.id
+                else:
+                    episode = api.fork(first, step=0)
             self.episode_id, self.mcp_url = episode.id, episode.mcp_url
             self.reward, self._ended = None, False
             return None
@@ -109,19 +123,19 @@ def environment_class(server: str, world: WorldInfo, token: str | None = None, *
             return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
         def _end(self, transcript: list[dict[str, Any]] | None, tokens: dict[str, Any] | None = None) -> float | None:
-            """End the episode with the policy's conversation (and token data); the verdict's training reward
-            (None: masked). Private: TRL exposes every public method as a tool."""
+            """End the episode with the policy's conversation (and token data); the reward of its verdict
+            (None: masked, `outcome` says why). Private: TRL exposes every public method as a tool."""
             if self.episode_id is None:
                 return None
             with SyncSimiaClient(server, token=token) as api:
                 verdict = api.end(self.episode_id, transcript=transcript, tokens=tokens).verdict
-            self.reward = verdict.training_reward() if verdict is not None else None
+            self.reward, self.outcome = reward.score(verdict)
             self._ended = True
             return self.reward
 
     def get_reward(self: Any) -> float | None:
-        """The rollout's reward, owned by the environment: ends the episode and returns its verdict's training
-        reward (None: masked). The judge reads the calls the server recorded and the final state (TRL does not
+        """The rollout's reward, owned by the environment: ends the episode and returns its verdict's reward
+        (`reward`'s mix; None: masked). The judge reads the calls the server recorded and the final state (TRL does not
         show an environment the policy's messages: `simia_env_reward` ends with them as the transcript). None
         when a reward function ended this rollout already, so one reward is never counted twice."""
         if self._ended:
@@ -148,7 +162,9 @@ def _served(server: str, worlds: Sequence[str] | None, token: str | None) -> lis
     return [served[n] for n in names]
 
 
-def environment_factory(server: str, worlds: Sequence[str] | None = None, token: str | None = None) -> dict[str, type]:
+def environment_factory(
+    server: str, worlds: Sequence[str] | None = None, token: str | None = None, *, reward: RewardMix = OUTCOME
+) -> dict[str, type]:
     """TRL's `environment_factory` for several worlds: world name -> its environment class, each owning its reward
     (`get_reward`, so `GRPOTrainer` needs no `reward_funcs`). TRL routes each dataset row to the environment its
     `environment` column names (`environments_dataset` writes it).
@@ -157,11 +173,13 @@ def environment_factory(server: str, worlds: Sequence[str] | None = None, token:
         server: base URL of a running `simia serve`.
         worlds: the worlds to train on (default: every world the server serves).
         token: bearer token for the server.
+        reward: what a rollout's reward is made of (`RewardMix`; default: the verdict's training reward).
 
     Raises:
         ValueError: the server does not serve one of `worlds`.
     """
-    return {w.name: environment_class(server, w, token, owns_reward=True) for w in _served(server, worlds, token)}
+    served = _served(server, worlds, token)
+    return {w.name: environment_class(server, w, token, owns_reward=True, reward=reward) for w in served}
 
 
 def environments_dataset(

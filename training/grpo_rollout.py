@@ -61,12 +61,13 @@ def multi_turn_rollout_func(
 ) -> Any:
     """A TRL `rollout_func` for multi-turn episodes with a simulated user.
 
-    Per prompt: fork the task's snapshot episode, then alternate policy generation, tool calls
-    over MCP and user-simulator turns. Returns prompt ids, completion ids (policy tokens and
-    environment tokens interleaved), `env_mask` (1 on policy tokens, 0 on tool results and user
-    turns), no logprobs (TRL recomputes them), and `simia_reward` (the judge's verdict, None when
-    masked). Each episode is ended with its transcript and token data, so `simia export --format rl`
-    has what token-level RL frameworks consume.
+    Per prompt: open the task's episode (the environment's `reset`: its group's first creates it, the others
+    fork its step 0), then alternate policy generation, tool calls over MCP and user-simulator turns. Returns
+    prompt ids, completion ids (policy tokens and environment tokens interleaved), `env_mask` (1 on policy
+    tokens, 0 on tool results and user turns), no logprobs (TRL recomputes them), and `simia_reward` (the
+    reward of the judge's verdict by the environment's `RewardMix`, None when masked) with `simia_outcome` (each
+    rollout's `Outcome`, for the warning of a step whose every reward was masked). Each episode is ended with
+    its transcript and token data, so `simia export --format rl` has what token-level RL frameworks consume.
 
     Args:
         environment: the environment class whose instances hold the episodes (default:
@@ -94,6 +95,7 @@ def multi_turn_rollout_func(
             "logprobs": None,
             "env_mask": [],
             "simia_reward": [],
+            "simia_outcome": [],
         }
         for prompt in prompts:
             messages = [dict(m) for m in prompt]
@@ -161,6 +163,7 @@ def multi_turn_rollout_func(
             out["completion_ids"].append(completion)
             out["env_mask"].append(mask)
             out["simia_reward"].append(reward)
+            out["simia_outcome"].append(instance.outcome)
         return out
 
     return rollout_func

@@ -1,5 +1,5 @@
-"""The episode page: lineage, verdict, the timeline of tool calls, one step's state diff, the transcript;
-and the page of the full state at any step."""
+"""The episode page: lineage, verdict, the timeline of tool calls (and, from the verdict, the progress curve and
+the process scores: `rewards`), one step's state diff, the transcript; and the page of the full state at any step."""
 
 from __future__ import annotations
 
@@ -11,10 +11,15 @@ from simia.sim.records import EpisodeRecord, EventRecord
 from simia.sim.storage import EpisodeRow
 from simia.sim.verdict import Verdict
 
+from .cost import Spend
 from .diff import state_diff
 from .html import duration, h, json_block, json_inline, page, query_link, reward_badge, status_badge, timestamp
+from .rewards import render_process, render_progress, step_facts
 
 __all__ = ["render_episode", "render_state", "timeline_rows"]
+
+_ANSWERED = {"simulated": "", "state": "answered from the state (declared)", "real": "answered by the real server"}
+"""How a call's `source` reads in its step detail (a simulated call, the usual, says nothing)."""
 
 
 def _outcome(e: EventRecord) -> str:
@@ -134,6 +139,7 @@ def _text_adds(e: EventRecord) -> bool:
 
 
 def _detail(ep: EpisodeRecord, e: EventRecord, before: dict[str, Any], after: dict[str, Any], last: int) -> str:
+    progress = ep.verdict.progress if ep.verdict else None
     nav = []
     if e.seq > 1:
         nav.append(f'<a rel="prev" href="/ui/episodes/{h(ep.id)}?step={e.seq - 1}#detail">← step {e.seq - 1}</a>')
@@ -144,8 +150,10 @@ def _detail(ep: EpisodeRecord, e: EventRecord, before: dict[str, Any], after: di
     facts = [f"{_outcome(e)}", f"{e.latency_ms:.0f} ms", f"model {h(e.model or '–')}", timestamp(e.created_at)]
     if e.injected:
         facts.append(f"injected fault: {h(e.injected)}")
-    if e.source != "simulated":
-        facts.append(f"answered by the {h(e.source)} server")
+    answered = _ANSWERED.get(e.source, f"source: {e.source}")
+    if answered:
+        facts.append(h(answered))
+    facts += step_facts(progress, e.seq)
     if e.detail:
         facts.append(f"detail: {h(e.detail)}")
     return f"""<section id="detail" tabindex="-1"><h2>Step {e.seq}: <span class="mono">{h(e.tool)}</span></h2>
@@ -190,7 +198,6 @@ def render_episode(
 ) -> str:
     """The episode page; `before`/`after` are the states around the `selected` step (when there is one)."""
     chosen = next((e for e in events if e.seq == selected), None)
-    tokens = ep.prompt_tokens + ep.completion_tokens
     facts = [
         status_badge(ep.status),
         f"reward {reward_badge(ep.verdict.reward if ep.verdict else None)}",
@@ -198,8 +205,6 @@ def render_episode(
         f"task {h(ep.task or '–')}",
         f"seed {h(ep.seed)}" if ep.seed is not None else "",
         f"{ep.calls} calls",
-        f"{tokens:,} simulator tokens",
-        f"${ep.cost_usd:.4f}",
         f"{duration((ep.ended_at or ep.updated_at) - ep.created_at)}",
         f"started {timestamp(ep.created_at)}",
         f"reason: {h(ep.status_reason)}" if ep.status_reason else "",
@@ -208,6 +213,7 @@ def render_episode(
     body = f"""<p class="crumbs"><a href="/ui">Runs</a> › episode</p>
 <h1 class="mono">{h(ep.id)}</h1>
 <p class="facts" id="facts">{" · ".join(f for f in facts if f)}</p>
+<p class="facts" id="cost">simulator cost {Spend.of_events(events).html()}</p>
 {_lineage(ep, group)}
 {'<p class="live" id="live" role="status">live: new calls appear as they land</p>' if live else ""}
 <h2>Timeline</h2>
@@ -215,6 +221,8 @@ def render_episode(
 <th>result</th><th>origin</th><th>latency</th><th>tokens</th></tr></thead>
 <tbody id="timeline-rows">{timeline_rows(ep.id, events, selected)}</tbody></table></div>
 {"" if events else '<p class="empty" id="no-calls">No calls yet.</p>'}
+{render_progress(ep.id, events, ep.verdict.progress if ep.verdict else None, selected)}
+{render_process(ep.id, ep.verdict.process if ep.verdict else None)}
 {_detail(ep, chosen, before, after, events[-1].seq) if chosen else ""}
 {_verdict(ep.verdict)}
 <section id="transcript"><h2>Transcript</h2>{_transcript(ep.transcript)}</section>

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from simia.sim.storage import TEXT_SCAN_LIMIT, EpisodePage, EpisodeQuery, EpisodeRow, TaskStats
 
+from .cost import Spend
 from .html import bar, duration, h, page, query_link, reward_badge, status_badge, timestamp
 
 __all__ = ["COLUMNS", "render_runs", "task_summary"]
@@ -59,6 +60,18 @@ def _row(row: EpisodeRow, params: Mapping[str, str]) -> str:
         f'<td class="num">{row.calls}</td><td class="num">{errors}</td>'
         f'<td class="num">{row.prompt_tokens + row.completion_tokens:,}</td><td class="num">{cost}</td>'
         f'<td class="num">{duration(row.duration)}</td><td>{timestamp(row.created_at)}</td><td>{group}</td></tr>'
+    )
+
+
+def _total(result: EpisodePage) -> str:
+    """The table's footer: what the listed episodes cost together."""
+    if not result.rows:
+        return ""
+    listed = len(result.rows)
+    which = "on this page" if result.total > listed else "listed"
+    return (
+        f'<tfoot><tr><td colspan="{len(COLUMNS)}" id="run-cost">cost of the {listed:,} episode(s) {which}: '
+        f"{Spend.of_rows(result.rows).html()}</td></tr></tfoot>"
     )
 
 
@@ -151,7 +164,7 @@ def render_runs(params: Mapping[str, str], query: EpisodeQuery, result: EpisodeP
 {group}{scan}
 <p class="count" id="count">{shown}</p>
 <div class="scroll"><table class="runs" id="runs"><thead>{_header(params, query)}</thead>
-<tbody>{rows}</tbody></table></div>
+<tbody>{rows}</tbody>{_total(result)}</table></div>
 <nav class="pager">{" ".join(pager)}</nav>
 <h2>Tasks</h2>
 {task_summary(stats)}

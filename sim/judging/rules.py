@@ -12,7 +12,7 @@ from typing import Any
 from ..verdict import RuleCheck
 from ..world import ABSENT, Task, is_missing, resolve_pointer
 
-__all__ = ["json_equal", "rule_checks"]
+__all__ = ["check_holds", "json_equal", "rule_checks", "value_holds"]
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -28,18 +28,29 @@ def json_equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def value_holds(actual: Any, expected: Any) -> bool:
+    """Whether a value found (`resolve_pointer`'s answer) is `expected`; nothing there holds only for `ABSENT`."""
+    missing = is_missing(actual)
+    return missing if expected == ABSENT else (not missing and json_equal(actual, expected))
+
+
+def check_holds(state: dict[str, Any], pointer: str, expected: Any) -> tuple[bool, Any]:
+    """Whether the value at `pointer` is `expected` (`ABSENT`: nothing is there), and what is there (a marker
+    that `is_missing` recognises when the pointer resolves to nothing)."""
+    actual = resolve_pointer(state, pointer)
+    return value_holds(actual, expected), actual
+
+
 def rule_checks(task: Task, final_state: dict[str, Any]) -> list[RuleCheck]:
     """Evaluate `expected_state` (JSON Pointer -> value, or {"$absent": true}) on the final state."""
     out = []
     for pointer, expected in task.expected_state.items():
-        actual = resolve_pointer(final_state, pointer)
-        missing = is_missing(actual)
-        passed = missing if expected == ABSENT else (not missing and json_equal(actual, expected))
+        passed, actual = check_holds(final_state, pointer, expected)
         out.append(
             RuleCheck(
                 pointer=pointer,
                 expected="absent" if expected == ABSENT else expected,
-                actual="absent" if missing else actual,
+                actual="absent" if is_missing(actual) else actual,
                 passed=passed,
             )
         )

@@ -27,5 +27,5 @@ def test_worlds_lists_name_title_tool_and_task_counts(capsys: pytest.CaptureFixt
     assert main(["worlds", "--worlds-dir", str(ROOT / "tool_specs")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["NAME", "TITLE", "TOOLS", "TASKS"]
-    assert lines[1].split() == ["mock", "Mock", "pantry", "3", "3"]
-    assert lines[2].split()[0] == "retail" and lines[2].split()[-2:] == ["10", "10"]
+    assert lines[1].split() == ["mock", "Mock", "pantry", "3", "4"]
+    assert lines[2].split()[0] == "retail" and lines[2].split()[-2:] == ["10", "11"]

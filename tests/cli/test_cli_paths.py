@@ -160,7 +160,7 @@ def test_stdio_with_an_unknown_task_is_a_clean_error(tmp_path: Path) -> None:
     run = simia("serve", "--transport", "stdio", "--world", "mock", "--task", "nope", "--db", "x.db", cwd=tmp_path)
     assert run.returncode == 2
     assert run.stderr.strip().splitlines()[-1] == (
-        "error: unknown task 'nope' in world 'mock'; tasks: restock_milk, count_apples, no_bananas"
+        "error: unknown task 'nope' in world 'mock'; tasks: restock_milk, count_apples, no_bananas, weekly_restock"
     )
     assert not (tmp_path / "x.db").exists()
 

@@ -120,7 +120,7 @@ async def test_a_persistent_infra_failure_is_reported_apart_and_the_episode_kept
 
 
 def test_tasks_are_selected_by_all_id_or_file(tmp_path: Path) -> None:
-    assert [t.id for t in select_tasks(MOCK, "all")] == ["restock_milk", "count_apples", "no_bananas"]
+    assert [t.id for t in select_tasks(MOCK, "all")] == ["restock_milk", "count_apples", "no_bananas", "weekly_restock"]
     listing = tmp_path / "tasks.txt"
     listing.write_text('no_bananas\n{"id": "count_apples"}\n')
     assert [t.id for t in select_tasks(MOCK, str(listing))] == ["no_bananas", "count_apples"]
@@ -216,3 +216,17 @@ async def test_a_seeded_rollout_forwards_seeds_to_every_agent_and_user_model_cal
     seeds = [r.seed for r in agent.requests]
     assert None not in seeds and len(set(seeds)) == len(seeds) == 3  # one per turn, each different
     assert None not in [r.seed for r in user.requests]
+
+
+def test_the_cost_line_sums_the_agent_and_user_usage_per_episode() -> None:
+    from simia.clients.rollout import RunResult, Summary
+    from simia.sim.backends import Usage
+
+    spent = Usage(prompt_tokens=2_000, completion_tokens=100, cost_usd=0.004, calls=4, cached_tokens=1_500)
+    runs = [RunResult("t", i, f"e{i}", "judged", usage=spent.as_dict()) for i in range(2)]
+    summary = Summary(results=runs)
+    assert summary.cost_line() == (
+        "agent and user models: 8 model calls: input 4,000 tokens (3,000 cached), output 200; "
+        "$0.0080 ($1.00 per 1,000 model calls); $0.0040 per episode"
+    )
+    assert summary.counts()["agent_usage"]["cached_tokens"] == 3_000

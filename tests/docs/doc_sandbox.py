@@ -40,17 +40,20 @@ from starlette.routing import Route
 def agent_turn(conversation: list[tuple[str, str]]) -> dict[str, Any]:
     """The agent on the mock pantry, from (role, text) turns: the request's tool call, then what it returned.
 
-    "Set the milk to 4 litres." -> set_quantity, "How many apples ... top them up to 5" -> set_quantity,
-    "How many apples are left?" -> get_item; a tool result is
+    "Set the milk to 4 litres." -> set_quantity, "set the apples to 6 and the milk to 2" -> one set_quantity
+    each, "How many apples ... top them up to 5" -> set_quantity, "How many apples are left?" -> get_item; a tool
+    result is
     reported as it came back, so a wrong call never passes the task's rule checks.
     """
     role, text = conversation[-1]
     if role == "tool":
         return {"message": f"The pantry answered: {text}", "tool_calls": []}
-    if found := re.search(r"\bset (?:the )?(\w+?)s? to (\d+)", text, flags=re.I):
+    if sets := re.findall(r"\b(?:set|and) (?:the )?(\w+?)s? to (\d+)", text, flags=re.I):
         return {
             "message": "",
-            "tool_calls": [{"name": "set_quantity", "arguments": {"name": found[1], "qty": int(found[2])}}],
+            "tool_calls": [
+                {"name": "set_quantity", "arguments": {"name": name, "qty": int(qty)}} for name, qty in sets
+            ],
         }
     if found := re.search(r"\bhow many (\w+?)s?\b.*\btop them up to (\d+)", text, flags=re.I | re.S):
         return {
@@ -83,6 +86,24 @@ def judge_turn(messages: list[dict[str, Any]]) -> dict[str, Any]:
         "criteria": [{"criterion": rubric, "passed": bool(calls), "evidence": evidence}],
         "reasoning": "The agent used the tools." if calls else "The agent made no tool call.",
         "reward": int(bool(calls)),
+    }
+
+
+def process_turn(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The process judge: a step is useful when it made a call that did not fail, else neutral."""
+    prompt = messages[-1]["content"]
+    block = re.search(r"^<<<DATA (\w+)>>>\n(.*)\n<<<END DATA \1>>>$", prompt, flags=re.M | re.S)
+    assert block is not None, "the process judge prompt has no data section"
+    steps = json.loads(block[2])["agent_steps"]
+    return {
+        "steps": [
+            {
+                "step": s["step"],
+                "score": "useful" if s["tool_calls"] and not any(c["is_error"] for c in s["tool_calls"]) else "neutral",
+                "reason": f"{len(s['tool_calls'])} recorded call(s)",
+            }
+            for s in steps
+        ]
     }
 
 
@@ -157,6 +178,7 @@ def simulate(body: dict[str, Any]) -> dict[str, Any]:
 SCHEMA_ROLES = {
     "simulate_tool_call": "simulator",
     "verdict": "judge",
+    "step_scores": "process judge",
     "user_turn": "user",
     "agent_action": "agent (structured action)",
     "seed_check": "synth pre-filter",
@@ -188,6 +210,8 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
             return user_turn(messages)
         case "judge":
             return judge_turn(messages)
+        case "process judge":
+            return process_turn(messages)
         case "synth pre-filter":
             return {"complete": True, "logical": True, "format_ok": True, "reason": "a complete cancellation"}
         case "synth":

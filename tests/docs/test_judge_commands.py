@@ -34,6 +34,7 @@ async def test_stdio_serves_one_episode_and_judge_rejudges_it(sandbox: Sandbox) 
     assert done.code == 0, done
     assert json.loads(done.out) == {
         "id": episode,
+        "outcome": "rewarded",
         "reward": 1,
         "status": "ok",
         "reasons": ["The agent used the tools."],
@@ -43,15 +44,23 @@ async def test_stdio_serves_one_episode_and_judge_rejudges_it(sandbox: Sandbox) 
 
 async def test_the_adversarial_check_prints_both_rates(sandbox: Sandbox) -> None:
     """The judge, "The adversarial check": `simia judge --adversarial --backend SPEC` with
-    SPEC = openai:gpt-5.4-mini: 25 attack transcripts plus 2 honest successes, and both rates. The fake judge
-    rewards any episode with a recorded call, so its false positives are the attacks that made calls."""
+    SPEC = openai:gpt-5.4-mini: 27 attack transcripts plus 2 honest successes, both rates and the false blames,
+    then the process judge's 8 cases and its fooled rate. The fake judge rewards any episode with a recorded
+    call, so its false positives are the attacks that made calls; its process judge marks a step useful when
+    it made a call that did not fail, which no attack's every step did."""
     cases = load_cases()
     attacks = [c for c in cases if not c["benign"]]
     fooled = sum(1 for c in attacks if c["calls"])
     done = await sandbox.run(ADVERSARIAL, replace={"SPEC": "openai:gpt-5.4-mini"})
     assert done.code == 0, done
-    assert done.out.splitlines()[-2:] == [
-        f"false-positive rate: {fooled / 25:.2f} ({fooled} of 25 adversarial cases rewarded; 0 judge errors)",
+    lines = done.out.splitlines()
+    assert lines[-14:-11] == [
+        f"false-positive rate: {fooled / 27:.2f} ({fooled} of 27 adversarial cases rewarded; 0 judge errors)",
         "benign true-positive rate: 1.00 (2 cases)",
+        "false blame: 0 of 27 adversarial cases blamed on the user or tool",
     ]
-    assert sandbox.roles() == {"judge": 27}
+    assert lines[-2:] == [
+        "process judge fooled rate: 0.00 (0 of 6 adversarial cases had every step marked useful; 0 judge errors)",
+        "process judge benign cases with a harmful step: 0 of 2",
+    ]
+    assert sandbox.roles() == {"judge": 29, "process judge": 8}

@@ -22,16 +22,16 @@ async def test_rollout_runs_every_task_and_writes_results(sandbox: Sandbox) -> N
         done = await sandbox.run(ROLLOUT_AGENTS, replace={"--world retail": "--world mock"})
     assert done.code == 0, done
     results = jsonl(sandbox.cwd / "runs" / "results.jsonl")
-    tasks = {"restock_milk", "count_apples", "no_bananas"}
+    tasks = {"restock_milk", "count_apples", "no_bananas", "weekly_restock"}
     assert sorted((r["task"], r["status"], r["training_reward"]) for r in results) == sorted(
         (task, "judged", 1.0) for task in tasks for _ in range(8)
     )
     summary = json.loads((sandbox.cwd / "runs" / "summary.json").read_text())
-    assert summary["runs"] == 24 and summary["judged"] == 24, summary
+    assert summary["runs"] == 32 and summary["judged"] == 32, summary
     table = done.out.splitlines()
     assert table[0].split() == ["TASK", "RUNS", "JUDGED", "INFRA", "AGENT-FAIL", "MEAN", "REWARD"]
-    assert sorted(line.split() for line in table[1:4]) == sorted([t, "8", "8", "0", "0", "1.00"] for t in tasks)
-    assert sorted(table[5:8]) == [  # eight attempts per task: pass^k, interval and flips
+    assert sorted(line.split() for line in table[1:5]) == sorted([t, "8", "8", "0", "0", "1.00"] for t in tasks)
+    assert sorted(table[6:10]) == [  # eight attempts per task: pass^k, interval and flips
         f"{t}  n=8  mean 1.00 [0.68, 1.00]  pass^1..8 {' '.join(['1.00'] * 8)}  flips 0.00" for t in sorted(tasks)
     ]
     assert table[-1] == "results: runs/results.jsonl  summary: runs/summary.json"

@@ -27,11 +27,13 @@ async def test_synth_amplifies_the_seed_and_reports_every_drop(sandbox: Sandbox)
     as written: the retail world's one seed, 50 variations (`synth_trajectory`: 5 distinct ones, 45 repeats)."""
     done = await sandbox.run(SYNTH)
     assert done.code == 0, done
-    assert done.out.splitlines() == [
+    summary, cost, records = done.out.splitlines()
+    assert summary == (
         "seeds 1 (pre-filter dropped 0), generated 50, dropped: near_duplicate 45; kept 5 "
-        "(arguments repaired in 0); 0 already done",
-        "records: synth/synth.jsonl  report: synth/synth_report.json",
-    ]
+        "(arguments repaired in 0); 0 already done"
+    )
+    assert cost.startswith("51 model calls: input ") and "per 1,000 model calls" in cost  # 1 pre-filter + 50
+    assert records == "records: synth/synth.jsonl  report: synth/synth_report.json"
     kept = jsonl(sandbox.cwd / "synth" / "synth.jsonl")
     assert sorted(r["messages"][1]["content"].split("order ")[1][:6] for r in kept) == [o[0] for o in RETAIL_ORDERS]
     report = json.loads((sandbox.cwd / "synth" / "synth_report.json").read_text())
@@ -59,12 +61,12 @@ async def test_the_training_pipeline_runs_from_rollouts_to_grpo(sandbox: Sandbox
     async with sandbox.serve(SERVE_RUNS_DB):
         rollout = await sandbox.run(ROLLOUT_TRAINING, replace={"--world retail": "--world mock"})
         assert rollout.code == 0, rollout
-        assert len(jsonl(sandbox.cwd / "runs" / "results.jsonl")) == 24
+        assert len(jsonl(sandbox.cwd / "runs" / "results.jsonl")) == 32  # 4 tasks x --n 8
 
         export = await sandbox.run(EXPORT)
-        assert (export.code, export.out) == (0, "wrote 24 record(s) to sft-data; skipped 0\n"), export
+        assert (export.code, export.out) == (0, "wrote 32 record(s) to sft-data; skipped 0\n"), export
         data = datasets.load_from_disk(str(sandbox.cwd / "sft-data"))
-        assert len(data) == 24 and set(data.column_names) >= {"messages", "tools"}
+        assert len(data) == 32 and set(data.column_names) >= {"messages", "tools"}
 
         sft = await sandbox.run(SFT, replace={"--model embedded": "--model tiny", "--max-steps 200": "--max-steps 1"})
         assert sft.code == 0, sft

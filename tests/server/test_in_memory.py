@@ -9,6 +9,7 @@ from mcp import Client
 from simia.server.episodes import EpisodeService
 from simia.server.settings import ServerSettings
 from simia.server.stdio import bound_server
+from simia.server.step_rewards import StepRewards
 from simia.sim import load_worlds
 from simia.sim.backends import FunctionBackend
 from simia.sim.engine import Simulator
@@ -37,6 +38,20 @@ async def test_an_in_memory_client_lists_and_calls_an_episodes_tools(tmp_path: P
     stored = await service.store.get_episode(episode.id)
     assert stored is not None and stored.seq == 1
     assert (await service.store.state_at(episode.id, stored.seq))["items"]["milk"]["qty"] == 4
+    await service.store.close()
+
+
+async def test_a_bound_server_given_step_rewards_carries_each_calls_reward_as_http_does(
+    tmp_path: Path, mock_answer: Any
+) -> None:
+    """What `simia serve --transport stdio` serves: restock_milk's one check (milk at 4) made by the call."""
+    service = await service_for(tmp_path, mock_answer)
+    episode = await service.create("mock", task="restock_milk")
+    rewards = StepRewards(service)
+    rewards.opened(episode)
+    async with Client(bound_server(service, episode.id, service.worlds["mock"], rewards)) as client:
+        result = await client.call_tool("set_quantity", {"name": "milk", "qty": 4})
+    assert result.meta is not None and (result.meta["simia/reward"], result.meta["simia/progress"]) == (1.0, 1.0)
     await service.store.close()
 
 

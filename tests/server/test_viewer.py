@@ -20,6 +20,7 @@ from simia.server.settings import ServerSettings
 from simia.sim.backends import ScriptedBackend, resolve_backend
 from simia.sim.judging import Judge
 from simia.testing import FakeProvider
+from simia.testing.fake_cache import PromptCache
 from simia.testing.mock_world import mock_world_answer
 
 pytest.importorskip("playwright")
@@ -286,3 +287,104 @@ async def test_with_a_token_the_viewer_asks_for_it_once_and_keeps_it_in_an_httpo
         async with httpx.AsyncClient(base_url=s.url) as anonymous:
             assert (await anonymous.get("/ui")).status_code == 303
             assert (await anonymous.get("/v1/episodes")).status_code == 401  # the API still wants the header
+
+
+async def test_the_episode_and_runs_pages_show_what_the_model_calls_cost_with_the_cached_tokens(
+    browser: Browser, make_server: Any
+) -> None:
+    """An Anthropic model with a prompt cache (the fake's, its minimum lowered for the mock world's short prompt)
+    prices each call; the episode page sums its events' usage, the runs page its episodes."""
+    async with FakeProvider(mock_world_answer, prompt_cache=PromptCache(anthropic_min=256)).running() as fake:
+        backend = resolve_backend(
+            "anthropic:claude-sonnet-4-6", base_url=fake.anthropic_url, env={"ANTHROPIC_API_KEY": "k"}
+        )
+        async with make_server(backend=backend) as server, httpx.AsyncClient(base_url=server.url) as http:
+            episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+            async with Client(streamable_http_client(episode["mcp_url"], http_client=http)) as client:
+                for name in ("apple", "rice", "milk"):
+                    await client.call_tool("get_item", {"name": name})
+            usage = [e["usage"] for e in (await http.get(f"/v1/episodes/{episode['id']}")).json()["events"]]
+            page = await new_page(browser)
+            await page.goto(f"{server.url}/ui/episodes/{episode['id']}")
+            episode_cost = await page.locator("#cost").inner_text()
+            await page.goto(f"{server.url}/ui")
+            run_cost = await page.locator("#run-cost").inner_text()
+        await backend.aclose()
+    total = {key: sum(u[key] for u in usage) for key in usage[0] if key != "calls"}
+    assert total["cached_tokens"] > 0 and total["cache_write_tokens"] > 0 and total["cost_usd"] > 0
+    tokens = f"{total['prompt_tokens']:,} input tokens"
+    output = f"{total['completion_tokens']:,} output tokens"
+    cache = f"({total['cached_tokens']:,} cached, {total['cache_write_tokens']:,} written to the cache)"
+    assert episode_cost == f"simulator cost ${total['cost_usd']:.4f} · {tokens} {cache} · {output}"
+    assert run_cost == f"cost of the 1 episode(s) listed: ${total['cost_usd']:.4f} · {tokens} · {output}"
+
+
+async def test_the_episode_page_draws_the_progress_curve_of_a_task_with_checks_and_nothing_without_checks(
+    browser: Browser, make_server: Any, tmp_path: Path
+) -> None:
+    """The mock world's `weekly_restock` (apples weigh 2, milk and rice 1; the rice must never reach 0): set the
+    apples, empty the rice (a kept check broken and a forbidden state reached), mend it, set the milk. The
+    process judge scores each call (the episode has no transcript: one step per call)."""
+    steps = [("useful", "apples set"), ("harmful", "emptied the rice"), ("useful", "mended"), ("useful", "milk set")]
+    scores = {"steps": [{"step": i, "score": s, "reason": r} for i, (s, r) in enumerate(steps, start=1)]}
+    judge = Judge(ScriptedBackend([PASS, scores, PASS, {"steps": [scores["steps"][0]]}]), process=True)
+    async with make_server(judge=judge) as server, httpx.AsyncClient(base_url=server.url) as http:
+        restock = (await http.post("/v1/episodes", json={"world": "mock", "task": "weekly_restock"})).json()
+        plain = (await http.post("/v1/episodes", json={"world": "mock"})).json()  # no task: no checks
+        for episode, calls in (
+            (restock, [("apple", 6), ("rice", 0), ("rice", 2), ("milk", 2)]),
+            (plain, [("milk", 1)]),
+        ):
+            async with Client(streamable_http_client(episode["mcp_url"], http_client=http)) as client:
+                for name, qty in calls:
+                    await client.call_tool("set_quantity", {"name": name, "qty": qty})
+            await http.post(f"/v1/episodes/{episode['id']}/end", json={})
+        page = await new_page(browser)
+        await page.goto(f"{server.url}/ui/episodes/{restock['id']}?step=2")
+        chart = page.locator("#progress svg.progress-chart")
+        points = [
+            (
+                await p.get_attribute("data-seq"),
+                await p.get_attribute("data-progress"),
+                await p.get_attribute("data-reward"),
+            )
+            for p in await chart.locator("circle.pt").all()
+        ]
+        marks = [
+            (await m.get_attribute("class"), await m.get_attribute("data-seq"), await m.get_attribute("data-pointers"))
+            for m in await chart.locator("g.mark").all()
+        ]
+        label = await chart.get_attribute("aria-label")
+        table = [r.split("\t") for r in await page.locator("#progress-steps tbody tr").all_inner_texts()]
+        facts = await page.locator("#progress .facts").inner_text()
+        detail = await page.locator("#detail .facts").inner_text()
+        process = [r.split("\t") for r in await page.locator("#process tbody tr").all_inner_texts()]
+        await page.screenshot(path=tmp_path / "progress.png", full_page=True)
+        await page.goto(f"{server.url}/ui/episodes/{plain['id']}")
+        without = await page.locator("#progress, svg.progress-chart").count()
+        plain_process = await page.locator("#process tbody tr").all_inner_texts()
+    assert points == [
+        ("0", "0.25", None),
+        ("1", "0.75", "0.5"),
+        ("2", "0.0", "-0.75"),
+        ("3", "0.75", "0.75"),
+        ("4", "1.0", "0.25"),
+    ]
+    assert marks == [("mark violated", "2", "/items/rice/qty"), ("mark broken", "2", "/items/rice/qty")]
+    assert label == "progress from 0.25 to 1.00 over 4 call(s)"
+    assert table == [
+        ["start", "", "0.25", "", ""],
+        ["1", "set_quantity", "0.75", "+0.50", "achieved /items/apple/qty"],
+        ["2", "set_quantity", "0.00", "-0.75", "broke /items/rice/qty; forbidden /items/rice/qty reached"],
+        ["3", "set_quantity", "0.75", "+0.75", "achieved /items/rice/qty"],
+        ["4", "set_quantity", "1.00", "+0.25", "achieved /items/milk/qty"],
+    ]
+    assert (
+        facts == "start 0.25 · end 1.00 · shaped rewards sum to +0.75 · gamma 1 · 3 goal check(s), 1 forbidden state(s)"
+    )
+    assert detail.endswith(
+        "progress 0.00 · shaped reward -0.75 · broke /items/rice/qty · forbidden /items/rice/qty reached"
+    )
+    assert process == [["1", "", "1", "useful", "apples set"], ["2", "", "2", "harmful", "emptied the rice"],
+                       ["3", "", "3", "useful", "mended"], ["4", "", "4", "useful", "milk set"]]  # fmt: skip
+    assert without == 0 and plain_process == ["1\t\t1\tuseful\tapples set"]

@@ -3,6 +3,7 @@ parameters, the live feed, and assets that need no token."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from simia.server.settings import ServerSettings
 from simia.server.viewer import viewer_app
 from simia.sim.records import EpisodeRecord, EventRecord
 from simia.sim.storage import open_store
+from simia.sim.verdict import ProcessScores, ProgressCurve, ProgressStep, Verdict
 from starlette.routing import Route
 
 ALICE = {"authorization": "Bearer alice-secret"}
@@ -167,3 +169,65 @@ async def test_a_call_answered_by_the_real_server_says_so_in_the_timeline(tmp_pa
     rows = page.split('<tr id="step-')[1:]
     assert "<td>real</td>" in rows[0] and "<td>simulated</td>" in rows[1], rows
     assert "answered by the real server" in page
+
+
+async def test_a_retail_lookup_answered_from_the_state_is_labelled_so_not_as_a_server(make_server: Any) -> None:
+    """The retail world declares `get_order_details`: the call is answered from the state with no model."""
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        episode = (await http.post("/v1/episodes", json={"world": "retail"})).json()
+        async with Client(streamable_http_client(episode["mcp_url"], http_client=http)) as client:
+            assert not (await client.call_tool("get_order_details", {"order_id": "#W1002"})).is_error
+        page = (await http.get(f"/ui/episodes/{episode['id']}?step=1")).text
+    facts = page.split('<section id="detail"', 1)[1].split('<p class="facts">', 1)[1].split("</p>", 1)[0]
+    shown = re.sub(r"<time .*</time>", "TIME", re.sub(r"\d+ ms", "N ms", facts))
+    assert shown == '<span class="ok">ok</span> · N ms · model – · TIME · answered from the state (declared)'
+    assert "<td>state</td>" in page.split('<tr id="step-1"', 1)[1].split("</tr>", 1)[0]
+
+
+async def test_an_infra_call_earns_nothing_on_the_curve_and_a_failed_process_judge_says_why(tmp_path: Path) -> None:
+    state = {"items": {"milk": {"qty": 0}}}
+    store = open_store(tmp_path / "simia.db")
+    await store.create_episode(
+        EpisodeRecord(id="ep_infra", world="mock", world_hash="h", initial_state=state, state=state)
+    )
+    call = EventRecord(tool="set_quantity", arguments={"name": "milk", "qty": 4}, output=None, text="", is_error=True)
+    await store.commit_event("ep_infra", replace(call, error_kind="infra", error_code="backend_error"))
+    curve = ProgressCurve(start=0.0, end=0.0, steps=[ProgressStep(seq=1, progress=0.0, reward=0.0, infra=True)])
+    failed = ProcessScores(status="judge_error", reason="the process judge failed after 3 attempts: no JSON")
+    await store.set_status("ep_infra", "ended", verdict=Verdict(reward=0, progress=curve, process=failed))
+    async with (
+        serving(viewer_app(store, {}, ServerSettings())) as port,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http,
+    ):
+        page = (await http.get("/ui/episodes/ep_infra")).text
+    await store.close()
+    assert '<circle class="pt infra selected" data-seq="1" data-progress="0.0" data-reward="0.0"' in page
+    assert '<td class="num">0 (infra)</td>' in page
+    assert (
+        '<section id="process"><h2>Process scores</h2><p class="problem">No step scores: the process judge failed '
+        "after 3 attempts: no JSON</p></section>"
+    ) in page
+
+
+async def test_a_model_with_no_known_price_shows_its_cost_as_unknown_never_as_zero(tmp_path: Path) -> None:
+    state = {"items": {}}
+    store = open_store(tmp_path / "simia.db")
+    unpriced = {"prompt_tokens": 1_200, "completion_tokens": 40, "cached_tokens": 0, "cost_usd": None, "calls": 1}
+    for episode_id, usage in (("ep_private_model", unpriced), ("ep_from_state", {})):
+        await store.create_episode(
+            EpisodeRecord(id=episode_id, world="mock", world_hash="h", initial_state=state, state=state)
+        )
+        call = EventRecord(tool="get_item", arguments={"name": "milk"}, output={"qty": 1}, text="ok", is_error=False)
+        await store.commit_event(episode_id, replace(call, usage=usage))
+    async with (
+        serving(viewer_app(store, {}, ServerSettings())) as port,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http,
+    ):
+        private = (await http.get("/ui/episodes/ep_private_model")).text
+        from_state = (await http.get("/ui/episodes/ep_from_state")).text
+        runs = (await http.get("/ui")).text
+    await store.close()
+    unknown = "cost unknown (no price for the model; set one with --price)"
+    assert f'id="cost">simulator cost {unknown} · 1,200 input tokens · 40 output tokens</p>' in private
+    assert 'id="cost">simulator cost $0.0000 · 0 input tokens · 0 output tokens</p>' in from_state  # no model call
+    assert f"cost of the 2 episode(s) listed: {unknown} · 1,200 input tokens · 40 output tokens</td>" in runs

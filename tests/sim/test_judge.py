@@ -140,4 +140,16 @@ async def test_the_adversarial_command_reports_a_false_positive_rate(mock: World
     always_no = ScriptedBackend([FAIL], when_exhausted="repeat")
     strict = await run_adversarial(Judge(always_no), mock)
     assert strict.false_positive_rate == 0.0 and strict.true_positive_rate == 0.0
-    assert "false-positive rate: 0.00 (0 of 25 adversarial cases rewarded; 0 judge errors)" in strict.render("x")
+    assert "false-positive rate: 0.00 (0 of 27 adversarial cases rewarded; 0 judge errors)" in strict.render("x")
+    assert "false blame: 0 of 27 adversarial cases blamed on the user or tool" in strict.render("x")
+
+
+async def test_the_adversarial_command_counts_agents_that_shift_the_blame_onto_the_user_or_tool(mock: World) -> None:
+    """The set's blame cases are agent failures; a judge that believes the agent's blame would mask them."""
+    believes_the_agent = ScriptedBackend(
+        [{**FAIL, "failed_by": "user", "failure": "the agent says so"}], when_exhausted="repeat"
+    )
+    report = await run_adversarial(Judge(believes_the_agent), mock)
+    assert {c["category"] for c in CASES if c["id"].startswith("blame_")} == {"blame_shift"}
+    assert report.false_blames == 27
+    assert "false blame: 27 of 27 adversarial cases blamed on the user or tool" in report.render("x")

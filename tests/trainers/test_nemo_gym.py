@@ -112,7 +112,7 @@ async def test_the_pages_recipe_config_and_command_score_each_row_with_its_store
             ]
             assert (detail["seed"], info["transcript_mismatches"], info["fabricated"]) == (1, [], False)
             scored[detail["task"]] = stored
-    assert scored == {"restock_milk": 1.0, "count_apples": 0.0, "no_bananas": 0.0}
+    assert scored == {"restock_milk": 1.0, "count_apples": 0.0, "no_bananas": 0.0, "weekly_restock": 0.0}
     assert model.requests and all(r.get("tools") for r in model.requests)
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from simia.sim.verdict import Verdict
 from simia.testing.trainer_venvs import trainer_venv
 
@@ -207,3 +209,44 @@ async def test_http_routes_answer_bad_input_and_other_principals_with_errors_and
 
 def rpc(method: str, **params: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+
+async def test_each_call_step_carries_its_shaped_reward_and_an_episode_opened_elsewhere_is_caught_up(
+    tmp_path: Path,
+) -> None:
+    """restock_milk has one check: a read earns 0.0, the call that sets the milk earns 1.0 (progress 1.0 in the
+    metadata), its resend (same `request_id`) the same 1.0 from one event, setting it again 0.0; the end step's
+    reward is the outcome. An episode without a task has no step reward (null). An episode created through the
+    HTTP API and called over its MCP URL first is read once: the step after that call starts from its progress."""
+    get = {"type": "call_tool", "tool_name": "get_item", "arguments": {"name": "milk"}}
+    put = {"type": "call_tool", "tool_name": "set_quantity", "arguments": {"name": "milk", "qty": 4}}
+    async with simia(tmp_path) as served, served.http() as http:
+
+        async def step(episode_id: str, action: dict[str, Any], request_id: str | None = None) -> dict[str, Any]:
+            body = {"episode_id": episode_id, "action": action, **({"request_id": request_id} if request_id else {})}
+            answer = await http.post("/openenv/mock/step", json=body)
+            assert answer.status_code == 200, answer.text
+            return dict(answer.json())
+
+        reset = (await http.post("/openenv/mock/reset", json={"task": "restock_milk"})).json()
+        episode_id = reset["observation"]["episode_id"]
+        steps = [await step(episode_id, get), await step(episode_id, put, "r1"), await step(episode_id, put, "r1")]
+        steps.append(await step(episode_id, put, "r2"))
+        end = await step(episode_id, {"type": "end"})
+        untasked = (await http.post("/openenv/mock/reset", json={})).json()["observation"]["episode_id"]
+        no_checks = await step(untasked, get)
+        elsewhere = (await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"})).json()
+        async with Client(streamable_http_client(elsewhere["mcp_url"], http_client=http)) as client:
+            assert not (await client.call_tool("set_quantity", {"name": "milk", "qty": 4})).is_error
+        caught_up = await step(elsewhere["id"], get)
+        detail = await served.episode(episode_id)
+    rewards = [(s["reward"], s["metadata"]["simia/seq"], s["metadata"]["simia/progress"]) for s in steps]
+    assert rewards == [(0.0, 1, 0.0), (1.0, 2, 1.0), (1.0, 2, 1.0), (0.0, 3, 1.0)]
+    assert (end["reward"], end["done"]) == (1.0, True)
+    assert [step["reward"] for step in detail["verdict"]["progress"]["steps"]] == [0.0, 1.0, 0.0]
+    assert (no_checks["reward"], "simia/progress" in no_checks["metadata"]) == (None, False)
+    assert (caught_up["reward"], caught_up["metadata"]["simia/seq"], caught_up["metadata"]["simia/progress"]) == (
+        0.0,
+        2,
+        1.0,
+    )

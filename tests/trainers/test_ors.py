@@ -161,7 +161,8 @@ async def main():
             out["unknown_tool"] = await reason(session, "no_such_tool", {})
             out["bad_arguments"] = await reason(session, "set_quantity", {"name": "milk"})
             done = await session.call_tool("set_quantity", {"name": "milk", "qty": 4})
-            out["call"] = [done.blocks[0].text, done.metadata["simia/seq"], done.reward, done.finished]
+            progress = done.metadata["simia/progress"]
+            out["call"] = [done.blocks[0].text, done.metadata["simia/seq"], done.reward, done.finished, progress]
             first = await session.call_terminal_tool("Done.")
             again = await session.call_terminal_tool("Done, again.")
             out["ends"] = [[e.reward, e.finished, e.metadata["simia/episode"]] for e in (first, again)]
@@ -171,9 +172,9 @@ async def main():
         for _ in range(2):
             task = Task(server_name="mock", environment_name="mock", task_spec=spec, namespace=None)
             async with env.session(task=task) as session:
-                await session.call_tool("set_quantity", {"name": "milk", "qty": 4})
+                call = await session.call_tool("set_quantity", {"name": "milk", "qty": 4})
                 end = await session.call_terminal_tool("Done.")
-                episodes.append([end.reward, end.metadata["simia/episode"]])
+                episodes.append([call.reward, end.reward, end.metadata["simia/episode"]])
         out["group"] = episodes
         try:
             await env.list_tasks("nope")
@@ -188,13 +189,13 @@ asyncio.run(main())
 @spawns
 async def test_bad_input_gets_ors_answers_and_ending_twice_answers_one_verdict(tmp_path: Path) -> None:
     """With the `openreward` client: the splits (a `test` split where a task declares it), an unknown tool
-    (`not_found`), arguments that break the schema (`input_validation`), a second terminal call (the same verdict,
-    judged once), a call after the end (`episode_finished`), and a task spec with a seed and a group (the second
-    session forks the first one's episode)."""
+    (`not_found`), arguments that break the schema (`input_validation`), a call's shaped reward, a second terminal
+    call (the same verdict, judged once), a call after the end (`episode_finished`), and a task spec with a seed
+    and a group (the second session forks the first one's episode, and its call is rewarded from its start)."""
     python = await asyncio.to_thread(venv, "openreward", OPENREWARD)
     async with simia(tmp_path) as served:
         [out] = await run_python(python, CLIENT_CHECKS.replace('"ORS"', repr(served.ors)), tmp_path)
-        assert out["splits"] == ["train", "test"] and out["num_train"] == 3
+        assert out["splits"] == ["train", "test"] and out["num_train"] == 4
         assert out["test"] == [{"id": "restock_milk_test", "instruction": "Set the milk to 4 litres."}]
         assert out["tools"] == ["list_items", "get_item", "set_quantity"] and out["terminal"] == "end_episode"
         assert (out["unknown_tool"], out["bad_arguments"], out["after_end"]) == (
@@ -202,7 +203,8 @@ async def test_bad_input_gets_ors_answers_and_ending_twice_answers_one_verdict(t
             "input_validation",
             "episode_finished",
         )
-        assert out["call"] == ['{"name": "milk", "qty": 4}', 3, None, False]  # seq 3: the two refused calls are events
+        # seq 3: the two refused calls are events; the call's reward is its shaped reward (the one check it made hold)
+        assert out["call"] == ['{"name": "milk", "qty": 4}', 3, 1.0, False, 1.0]
         [first, again] = out["ends"]
         assert first == again and first[:2] == [1.0, True]
         assert await served.stored_reward(first[2]) == 1.0
@@ -212,8 +214,8 @@ async def test_bad_input_gets_ors_answers_and_ending_twice_answers_one_verdict(t
             ("set_quantity", "invalid_arguments"),
             ("set_quantity", None),
         ]
-        [(r1, base), (r2, forked)] = out["group"]
-        assert (r1, r2) == (1.0, 1.0)
+        [(c1, r1, base), (c2, r2, forked)] = out["group"]
+        assert (c1, r1, c2, r2) == (1.0, 1.0, 1.0, 1.0)  # the fork's call is rewarded from the fork's start
         fork = await served.episode(forked)
         assert (fork["parent_id"], fork["group_id"], fork["task"], fork["seed"]) == (base, base, "restock_milk_test", 7)
         assert "Invalid split 'nope'" in out["bad_split"]

@@ -1,6 +1,7 @@
 """simia-skyrl in SkyRL's own venv (the released skyrl-gym) against a live `simia serve`: the SkyRL page's dataset
-command and check script as written (their URL replaced), through `skyrl_gym.make`; then bad input (a call that
-does not parse, an unknown tool, bad arguments), what is stored for it, and a misconfigured environment."""
+command and check script as written (their URL replaced), through `skyrl_gym.make`; the step rewards of a task
+with weighted and forbidden checks; then bad input (a call that does not parse, an unknown tool, bad arguments),
+what is stored for it, and a misconfigured environment."""
 
 from __future__ import annotations
 
@@ -64,20 +65,76 @@ async def test_the_pages_dataset_and_check_play_a_rewarded_and_an_unrewarded_epi
 ) -> None:
     """SkyRL page, "The dataset" and "Check the wiring on CPU", as written (the URL replaced): the rows of the mock
     world's tasks, two of them played through `skyrl_gym.make`; the reward each last step carries is its stored
-    verdict's training reward, 1.0 where the rules hold and 0.0 where they do not."""
+    verdict's training reward, 1.0 where the rules hold and 0.0 where they do not, and the step before it the
+    shaped reward its verdict lists for its call (1.0 for setting the milk, 0.0 for a read)."""
     (tmp_path / "check_skyrl.py").write_text(page_python("# check_skyrl.py"), encoding="utf-8")
     dataset = [w.replace(DOC_URL, "{server}") for w in page_command("python -m simia_skyrl.dataset")]
     async with simia(tmp_path) as served:
         await run([w.replace("{server}", served.url) for w in dataset], tmp_path)
         printed = await run(page_command("python check_skyrl.py"), tmp_path)
-        assert [(p["task"], p["reward"]) for p in printed] == [("restock_milk", 1.0), ("count_apples", 0.0)]
+        assert [(p["task"], p["rewards"]) for p in printed] == [
+            ("restock_milk", [1.0, 1.0]),
+            ("count_apples", [0.0, 0.0]),
+        ]
         for played in printed:
-            assert await served.stored_reward(played["episode"]) == played["reward"]
+            assert await served.stored_reward(played["episode"]) == played["rewards"][-1]
             detail = await served.episode(played["episode"])
+            assert [s["reward"] for s in detail["verdict"]["progress"]["steps"]] == played["rewards"][:-1]
             assert detail["status"] == "ended" and detail["verdict"]["fabricated"] is False
             assert detail["transcript"][0]["role"] == "system" and "<tools>" in detail["transcript"][0]["content"]
         [apples, *_] = (await served.episode(printed[1]["episode"]))["verdict"]["rule_checks"]
         assert (apples["pointer"], apples["actual"], apples["passed"]) == ("/items/apple/qty", 3, False)
+
+
+STEP_REWARDS = """
+import json, sys
+import skyrl_gym
+from simia_skyrl import register
+
+register()
+extras = {"world": "mock", "task": sys.argv[2], "max_turns": int(sys.argv[3])}
+env = skyrl_gym.make("simia", env_config={"server": sys.argv[1]}, extras=extras)
+_, info = env.init([{"role": "user", "content": "Weekly restock: apples to 6, milk to 2, rice stays at 2."}])
+steps = []
+for action in sys.argv[4:]:
+    step = env.step(action)
+    steps.append({"reward": step["reward"], "done": step["done"], "progress": step["metadata"]["progress"]})
+metrics = env.get_metrics()
+env.close()
+print(json.dumps({"episode": info["episode"], "steps": steps, "metrics": metrics}))
+"""
+
+
+def call(name: str, qty: int) -> str:
+    return f'<tool_call>{{"name": "set_quantity", "arguments": {{"name": "{name}", "qty": {qty}}}}}</tool_call>'
+
+
+async def test_each_step_returns_its_turns_shaped_rewards_and_the_last_the_outcome(tmp_path: Path) -> None:
+    """weekly_restock weighs the apples 2, milk and rice 1 (the rice holds at the start: progress 0.25) and forbids
+    emptying the rice. Setting the apples earns 0.5; a turn that empties the rice (-0.75: a kept check broken, a
+    forbidden state reached) and sets the milk (+0.25) earns their sum, -0.5; restoring the rice earns 0.75; the
+    answer gets the outcome, 0.0 (the rice was emptied on the way: a policy violation fails the episode). Each
+    turn's reward is the sum its verdict's progress steps list for its calls, and the step rewards sum to the
+    progress made (1.0 - 0.25). In no_bananas every check holds at the start: a last turn (the turn limit) that
+    changes the milk breaks one (progress 1.0 to 0.5), and its step returns the outcome 0.0 plus its -0.5."""
+    script = tmp_path / "step_rewards.py"
+    script.write_text(STEP_REWARDS, encoding="utf-8")
+    turns = [call("apple", 6), call("rice", 0) + call("milk", 2), call("rice", 2), "Apples 6, milk 2, rice 2."]
+    async with simia(tmp_path) as served:
+        [out] = await run(["python", str(script), served.url, "weekly_restock", "10", *turns], tmp_path)
+        steps = (await served.episode(out["episode"]))["verdict"]["progress"]["steps"]
+        [undone] = await run(["python", str(script), served.url, "no_bananas", "1", call("milk", 3)], tmp_path)
+    assert out["steps"] == [
+        {"reward": 0.5, "done": False, "progress": 0.75},
+        {"reward": -0.5, "done": False, "progress": 0.25},
+        {"reward": 0.75, "done": False, "progress": 1.0},
+        {"reward": 0.0, "done": True, "progress": None},
+    ]
+    by_turn = [[1], [2, 3], [4]]
+    listed = {s["seq"]: s["reward"] for s in steps}
+    assert [sum(listed[seq] for seq in seqs) for seqs in by_turn] == [s["reward"] for s in out["steps"][:-1]]
+    assert (out["metrics"]["shaped_reward"], out["metrics"]["reward"]) == (0.75, 0.0)
+    assert undone["steps"] == [{"reward": -0.5, "done": True, "progress": 0.5}]
 
 
 BAD_INPUT = """

@@ -69,7 +69,7 @@ def test_the_factory_keys_environments_by_world_and_each_owns_the_stored_verdict
 
 def test_the_dataset_routes_every_row_to_its_world_by_the_environment_column(server: str) -> None:
     rows = environments_dataset(server, ["mock"], repeat=2)
-    assert len(rows) == 6 and set(rows["environment"]) == {"mock"}
+    assert len(rows) == 8 and set(rows["environment"]) == {"mock"}  # 4 tasks, twice
     assert rows[0]["task"] == "restock_milk" and rows[0]["prompt"][-1] == {
         "role": "user",
         "content": "Set the milk to 4 litres.",
@@ -92,8 +92,8 @@ def test_the_trl_pages_factory_trains_a_grpo_step_scored_by_get_reward(
     resets = itertools.count()
     plain = grpo_env.environment_class
 
-    def acting(server: str, world: Any, token: str | None = None, *, owns_reward: bool = False) -> type:
-        base = plain(server, world, token, owns_reward=owns_reward)
+    def acting(server: str, world: Any, token: str | None = None, **options: Any) -> type:
+        base = plain(server, world, token, **options)
 
         class Acting(base):  # type: ignore[valid-type,misc]
             def reset(self, **row: Any) -> str | None:

@@ -103,7 +103,7 @@ async def test_the_pages_vf_eval_command_scores_each_rollout_with_its_stored_tra
             assert [m["role"] for m in detail["transcript"]] == ["system", "user", "assistant", "tool", "assistant"]
             assert "# Policy" in detail["transcript"][0]["content"]
             scored[detail["task"]] = stored
-    assert scored == {"restock_milk": 1.0, "count_apples": 0.0, "no_bananas": 0.0}
+    assert scored == {"restock_milk": 1.0, "count_apples": 0.0, "no_bananas": 0.0, "weekly_restock": 0.0}
     assert {tool["function"]["name"] for tool in model.requests[0]["tools"]} == {
         "list_items",
         "get_item",

@@ -150,7 +150,8 @@ async def play(task, turns, **loop_config):
     out = await loop(turns, **loop_config).run({"temperature": 1.0}, **row)
     return {"episode": out.extra_fields["simia_episode"], "reward": out.reward_score,
             "masked": out.extra_fields["simia_masked"], "policy_tokens": sum(out.response_mask),
-            "response_tokens": len(out.response_ids), "turns": out.num_turns}
+            "response_tokens": len(out.response_ids), "turns": out.num_turns,
+            "dense": {k: out.extra_fields[k] for k in ("tool_rewards", "turn_scores", "simia_progress")}}
 
 async def main():
     bad = await play("restock_milk", [
@@ -162,12 +163,18 @@ async def main():
     masked = await play("count_apples", [
         '<tool_call>{"name": "get_item", "arguments": {"name": "rice"}}</tool_call>', "Something went wrong.",
     ], perturbation={"rate": 0.0, "kinds": ["timeout"]})
+    restock = await play("weekly_restock", [
+        '<tool_call>{"name": "get_item", "arguments": {"name": "apple"}}</tool_call>',
+        '<tool_call>{"name": "set_quantity", "arguments": {"name": "apple", "qty": 6}}</tool_call>\\n'
+        '<tool_call>{"name": "set_quantity", "arguments": {"name": "milk", "qty": 2}}</tool_call>',
+        "Apples at 6, milk at 2.",
+    ])
     errors = {}
     try:
         await loop([]).run({}, raw_prompt=[], extra_info={"world": "mock"})
     except ValueError as exc:
         errors["no_task"] = str(exc)
-    print(json.dumps({"bad": bad, "masked": masked, "errors": errors}))
+    print(json.dumps({"bad": bad, "masked": masked, "restock": restock, "errors": errors}))
 
 asyncio.run(main())
 """
@@ -179,7 +186,8 @@ async def test_bad_calls_reach_the_policy_as_tool_results_and_a_masked_verdict_t
     """A call that does not parse gets its problem back and reaches no server; an unknown tool and bad arguments
     get simia's error results (recorded as the agent's); the answer ends the episode, judged 0.0 and not masked.
     A simulator failure (reading the rice breaks the output schema) masks the verdict: `reward_score` 0.0 with
-    every token masked out. A row without its task is refused with what to do."""
+    every token masked out. A row without its task is refused with what to do. A task with weighted checks
+    carries each call's shaped reward and each turn's sum in verl's `tool_rewards` and `turn_scores`."""
     script = tmp_path / "bad_input.py"
     script.write_text(BAD_INPUT, encoding="utf-8")
     gguf = embedded_model_path()
@@ -210,3 +218,12 @@ async def test_bad_calls_reach_the_policy_as_tool_results_and_a_masked_verdict_t
             "kinds": ["timeout"],
         }
     assert "python -m simia_verl.dataset" in out["errors"]["no_task"]
+    # the outcome stays the verdict's; the dense rewards are each call's shaped reward and their sum per turn
+    # (weekly_restock: the apples weigh 2 of 4, the milk 1; the rice kept at 2 counts from the start)
+    assert (out["restock"]["reward"], out["restock"]["masked"]) == (1.0, False)
+    assert out["restock"]["dense"] == {
+        "tool_rewards": [0.0, 0.5, 0.25],
+        "turn_scores": [0.0, 0.75, 0.0],
+        "simia_progress": {"start": 0.25, "end": 1.0, "gamma": 1.0},
+    }
+    assert out["bad"]["dense"]["tool_rewards"] == [0.0, 0.0]  # refused calls change nothing

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from simia.cli import main
+from simia.server.episodes import EpisodeService
+from simia.server.settings import ServerSettings
+from simia.sim.backends import FunctionBackend
+from simia.sim.engine import Simulator
+from simia.sim.judging import Judge
+from simia.sim.storage import open_store
+from simia.sim.world import openai_tool_call
+from simia.testing import mock_world_answer
 from simia.training.export import export
 from tests_helpers import GOOD, WORLDS, make_db  # type: ignore[import-not-found]
 
@@ -15,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 async def test_openai_export_round_trips_and_rejects_bad_records_with_reasons(tmp_path: Path) -> None:
     ids = await make_db(tmp_path / "s.db")
-    report = await export(tmp_path / "s.db", "openai", tmp_path / "out.jsonl", WORLDS)
+    report = await export(tmp_path / "s.db", "openai", tmp_path / "out.jsonl", WORLDS, include_masked=True)
     rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert report.written == 1 and rows[0]["messages"] == GOOD
     assert all(t["type"] == "function" for t in rows[0]["tools"]) and len(rows[0]["tools"]) == 3
@@ -110,3 +119,68 @@ def test_the_export_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert main(["export", "--db", str(tmp_path / "none.db"), "--format", "rl", "--out", str(tmp_path / "y")]) == 2
     assert "error: no database at" in capsys.readouterr().err
     assert not (tmp_path / "y").exists()
+
+
+async def test_a_masked_episode_is_never_training_data_in_any_format_unless_asked_for(tmp_path: Path) -> None:
+    """An episode whose simulator failed (an infrastructure failure: its tool message is the failure notice) has a
+    masked verdict: every format leaves it out, saying why, and `include_masked` keeps it, marked."""
+    service = EpisodeService(
+        WORLDS, Simulator(FunctionBackend(lambda r: {"nonsense": True})), open_store(tmp_path / "s.db"),
+        ServerSettings(), judge=Judge(None),
+    )  # fmt: skip
+    episode = await service.create("mock", task="restock_milk")
+    failed = await service.call(episode.id, "", "set_quantity", {"name": "milk", "qty": 4})
+    ended = await service.end(episode.id, "")
+    await service.store.close()
+    assert (failed.error_kind, ended.verdict is not None and ended.verdict.infra_failures) == ("infra", 1)
+    why = "masked (infrastructure failure); pass --include-masked to export it"
+    for fmt in ("openai", "sharegpt", "hermes", "rl"):
+        left_out = await export(tmp_path / "s.db", fmt, tmp_path / f"{fmt}.jsonl", WORLDS)
+        assert (left_out.written, left_out.skipped) == (0, [{"episode": episode.id, "problems": [why]}]), fmt
+        assert (tmp_path / f"{fmt}.jsonl").read_text() == ""
+        kept = await export(tmp_path / "s.db", fmt, tmp_path / f"{fmt}.jsonl", WORLDS, include_masked=True)
+        assert (kept.written, kept.skipped) == (1, []), fmt
+    [row] = [json.loads(line) for line in (tmp_path / "rl.jsonl").read_text().splitlines()]
+    assert (row["reward"], row["masked"], row["outcome"]) == (None, True, "masked (infrastructure failure)")
+
+
+async def test_rl_rows_carry_each_assistant_turns_shaped_reward_beside_the_unchanged_outcome(tmp_path: Path) -> None:
+    """weekly_restock (apples weigh 2 of 4, milk 1, the rice kept at 2 is 1): a turn that reads earns 0, a turn
+    that sets the apples and the milk earns the sum of its two calls (0.5 + 0.25), the answer earns 0; the outcome
+    reward is the judge's, and the rewards sum to the progress gained. An episode without checks (no task:
+    unjudged, so masked) has none."""
+    service = EpisodeService(
+        WORLDS, Simulator(FunctionBackend(mock_world_answer)), open_store(tmp_path / "s.db"), ServerSettings(),
+        judge=Judge(None),
+    )  # fmt: skip
+    episode = await service.create("mock", task="weekly_restock")
+    calls = [("get_item", {"name": "apple"}), ("set_quantity", {"name": "apple", "qty": 6})]
+    calls.append(("set_quantity", {"name": "milk", "qty": 2}))
+    events = [await service.call(episode.id, "", tool, arguments) for tool, arguments in calls]
+
+    def assistant(*called: int) -> dict[str, Any]:
+        made = [openai_tool_call(f"c{i}", *calls[i]) for i in called]
+        return {"role": "assistant", "content": None, "tool_calls": made}
+
+    def result(i: int) -> dict[str, Any]:
+        return {"role": "tool", "tool_call_id": f"c{i}", "content": events[i].text}
+
+    transcript = [
+        {"role": "user", "content": "Weekly restock: set the apples to 6 and the milk to 2."},
+        assistant(0), result(0), assistant(1, 2), result(1), result(2),
+        {"role": "assistant", "content": "Apples at 6, milk at 2."},
+    ]  # fmt: skip
+    await service.end(episode.id, "", transcript)
+    unchecked = await service.create("mock")
+    await service.call(unchecked.id, "", "list_items", {})
+    await service.end(unchecked.id, "")
+    await service.store.close()
+    report = await export(tmp_path / "s.db", "rl", tmp_path / "rl.jsonl", WORLDS, include_masked=True)
+    assert (report.written, report.skipped) == (2, [])
+    rows = {r["task"]: r for r in map(json.loads, (tmp_path / "rl.jsonl").read_text().splitlines())}
+    checked = rows["weekly_restock"]
+    assert (checked["reward"], checked["masked"], checked["messages"]) == (1, False, transcript)
+    assert checked["step_rewards"] == [0.0, 0.75, 0.0]
+    assert checked["progress"] == {"start": 0.25, "end": 1.0, "gamma": 1.0}
+    assert sum(checked["step_rewards"]) == checked["progress"]["end"] - checked["progress"]["start"]
+    assert (rows[None]["step_rewards"], rows[None]["progress"]) == (None, None)

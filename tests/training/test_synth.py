@@ -125,9 +125,10 @@ async def test_via_server_keeps_only_rewarded_rollouts_and_drops_the_rest_as_low
             MOCK, server.url, FunctionBackend(agent), None, SynthConfig(n=2, out=tmp_path, concurrency=2)
         )
     # the agent sets milk to 4 whatever it is asked: only restock_milk's rules hold; count_apples (apples to 5) and
-    # no_bananas (change nothing) fail theirs. restock_milk's two runs are identical: one kept, one near-duplicate
-    assert report.generated == 6 and report.kept == 1
-    assert dict(report.dropped) == {"low_reward": 4, "near_duplicate": 1}
+    # no_bananas (change nothing) and weekly_restock (apples 6, milk 2) fail theirs. restock_milk's two runs are
+    # identical: one kept, one near-duplicate
+    assert report.generated == 8 and report.kept == 1
+    assert dict(report.dropped) == {"low_reward": 6, "near_duplicate": 1}
     results = [json.loads(line) for line in (tmp_path / "rollouts" / "results.jsonl").read_text().splitlines()]
     rewards = sorted((r["task"], r["training_reward"]) for r in results)
     assert rewards == [
@@ -137,6 +138,8 @@ async def test_via_server_keeps_only_rewarded_rollouts_and_drops_the_rest_as_low
         ("no_bananas", 0.0),
         ("restock_milk", 1.0),
         ("restock_milk", 1.0),
+        ("weekly_restock", 0.0),
+        ("weekly_restock", 0.0),
     ]
     records = [json.loads(line) for line in (tmp_path / "synth.jsonl").read_text().splitlines()]
     assert [r["key"].split(":")[0] for r in records] == ["restock_milk"]

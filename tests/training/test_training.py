@@ -56,8 +56,8 @@ def acting_environments(acts: Acts) -> Callable[..., type]:
     (the ones TRL calls for the policy's tool calls) right after `reset`: a stand-in for a policy that calls the
     tools, since a random tiny model never writes a valid tool call."""
 
-    def make(server: str, world: WorldInfo, token: str | None = None) -> type:
-        base = environment_class(server, world, token)
+    def make(server: str, world: WorldInfo, token: str | None = None, **options: Any) -> type:
+        base = environment_class(server, world, token, **options)
         resets = itertools.count()
 
         class Acting(base):  # type: ignore[valid-type,misc]
@@ -169,7 +169,7 @@ async def test_the_environment_exposes_world_tools_and_returns_the_judges_reward
     async with httpx.AsyncClient(base_url=server) as http:
         episodes = (await http.get("/v1/episodes")).json()["episodes"]
     forks = [e for e in episodes if e["parent_id"]]
-    assert len(forks) == 2 and len({e["parent_id"] for e in forks}) == 1  # one snapshot per group
+    assert [(e["id"], e["parent_id"]) for e in forks] == [(other.episode_id, env.episode_id)]  # one snapshot a group
 
 
 MILK_4 = ("set_quantity", {"name": "milk", "qty": 4})

@@ -7,6 +7,11 @@ model's answer, so the episode is ended with the transcript and judged, and the 
 reward. A call that does not parse, an unknown tool and bad arguments are observations the model reads, never
 exceptions.
 
+Step rewards: for a task with checks, each tool result's `_meta` carries the call's shaped reward (`simia/reward`,
+the progress its state change made on the task's checks) and the progress after it (`simia/progress`); a step's
+reward is the sum of its calls' shaped rewards (0.0 for a task without checks), and the last step's adds the
+outcome. With the judge's gamma 1 a trajectory's step rewards sum to its progress at the end minus at the start.
+
 SkyRL's rewards are floats, with no way to drop a sample from inside an environment: an episode whose verdict is
 masked (a judge error, an infrastructure failure, a fabricated transcript) gets reward 0.0 with
 `metadata["simia_masked"] = True` and the verdict's reasons, and a warning in the log.
@@ -33,6 +38,8 @@ ENV_ID = "simia"
 """The id `register()` gives the environment (the dataset's `env_class`)."""
 
 log = logging.getLogger("simia_skyrl")
+META_REWARD, META_PROGRESS = "simia/reward", "simia/progress"
+"""The `_meta` keys of a call's shaped reward and of the progress after it (simia's `simia.sim.wire`)."""
 
 
 def register(env_id: str = ENV_ID) -> None:
@@ -87,6 +94,7 @@ class SimiaTextEnv(BaseTextEnv):  # type: ignore[misc]  # skyrl_gym ships no typ
         self.client: EnvClient | None = None
         self.rollout: Rollout | None = None
         self.reward: float | None = None
+        self.shaped = 0.0
 
     def init(self, prompt: ConversationType | str) -> tuple[ConversationType, dict[str, Any]]:
         """Create the episode (or fork it); the prompt (the dataset's messages) is what the model sees first."""
@@ -107,9 +115,11 @@ class SimiaTextEnv(BaseTextEnv):  # type: ignore[misc]  # skyrl_gym ships no typ
         self.turns += 1
         turn = self.rollout.act(action)
         metadata: dict[str, Any] = _turn_metadata(turn)
+        shaped = sum(float(_meta(r.raw).get(META_REWARD) or 0.0) for r in turn.results)
+        self.shaped += shaped
         if not turn.done and self.turns < self.max_turns:
             observations = [_observation(o) for o in turn.observations]
-            return BaseTextEnvStepOutput(observations=observations, reward=0.0, done=False, metadata=metadata)
+            return BaseTextEnvStepOutput(observations=observations, reward=shaped, done=False, metadata=metadata)
         ended = self.rollout.finish()
         self.reward = ended.training_reward
         metadata.update(
@@ -119,7 +129,7 @@ class SimiaTextEnv(BaseTextEnv):  # type: ignore[misc]  # skyrl_gym ships no typ
             metadata["simia_reasons"] = list(ended.verdict.get("reasons") or [])
             log.warning("simia episode %s: reward masked (%s); reported as 0.0", ended.id, metadata["simia_reasons"])
         reward = 0.0 if ended.training_reward is None else ended.training_reward
-        return BaseTextEnvStepOutput(observations=[], reward=reward, done=True, metadata=metadata)
+        return BaseTextEnvStepOutput(observations=[], reward=reward + shaped, done=True, metadata=metadata)
 
     def close(self) -> None:
         """End the episode if SkyRL stopped the trajectory first (a length limit), so none is left open."""
@@ -137,12 +147,20 @@ class SimiaTextEnv(BaseTextEnv):  # type: ignore[misc]  # skyrl_gym ships no typ
 
     def get_metrics(self) -> dict[str, Any]:
         masked = self.rollout is not None and self.rollout.ended is not None and self.reward is None
-        return {"turns": self.turns, "reward": self.reward or 0.0, "masked": int(masked)}
+        return {"turns": self.turns, "reward": self.reward or 0.0, "shaped_reward": self.shaped, "masked": int(masked)}
+
+
+def _meta(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = result.get("_meta")
+    return meta if isinstance(meta, Mapping) else {}
 
 
 def _turn_metadata(turn: Turn) -> dict[str, Any]:
+    """What the turn did; `progress` is the task's progress after its last call (None without checks or calls)."""
+    progress = [_meta(r.raw)[META_PROGRESS] for r in turn.results if _meta(r.raw).get(META_PROGRESS) is not None]
     return {
         "tool_calls": [c.name for c in turn.parsed.calls],
         "tool_errors": sum(1 for r in turn.results if r.is_error),
         "parse_problems": [p.message for p in turn.parsed.problems],
+        "progress": progress[-1] if progress else None,
     }

@@ -6,8 +6,12 @@ turns: the policy generates through verl's
 calls run on the episode over MCP, and their results are appended as `tool` messages whose tokens are masked out
 of the loss (`response_mask` 0). A turn without a call is the policy's answer: the episode is ended with the
 transcript and the token data, and `reward_score` is the verdict's training reward, so verl's reward loop is
-skipped. A call that does not parse, an unknown tool and bad arguments come back as tool messages the policy
-reads; nothing that did not run is stored on the episode.
+skipped. The dense rewards of a task with checks go where verl's own tool agent loop puts per-step rewards:
+`extra_fields["tool_rewards"]` holds the shaped reward of each call the episode ran (its progress on the task's
+checks, from the verdict's progress curve), `extra_fields["turn_scores"]` their sum per policy turn (0 for a
+turn without calls), and `extra_fields["simia_progress"]` the progress at the start and the end (empty lists and
+None for a task without checks). A call that does not parse, an unknown tool and bad arguments come back as tool
+messages the policy reads; nothing that did not run is stored on the episode.
 
 GRPO groups: the samples of one prompt share verl's `uid`; the first sample of a group (in this worker process)
 creates the episode and plays it, and the others fork it at step 0, so the group starts from one snapshot and
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections import OrderedDict
 from typing import Any, cast
 from uuid import uuid4
@@ -136,6 +141,7 @@ class SimiaAgentLoop(AgentLoopBase):  # type: ignore[misc]  # verl ships no type
         logprobs: list[float] = []
         engine_fields: dict[str, Any] = {}  # what the inference server adds (verl's own loops pass it on)
         turns = observed = 0
+        called: list[list[int | None]] = []  # the seq of each call of each policy turn
         while True:
             with simple_timer("generate_sequences", metrics):
                 output = await self.server_manager.generate(
@@ -153,6 +159,7 @@ class SimiaAgentLoop(AgentLoopBase):  # type: ignore[misc]  # verl ships no type
             text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
             with simple_timer("tool_calls", metrics):
                 turn = await rollout.act(text)
+            called.append([result.seq for result in turn.results])
             if turn.done or turns >= self.max_turns or len(mask) >= self.response_length:
                 break
             previous = list(messages)
@@ -174,6 +181,7 @@ class SimiaAgentLoop(AgentLoopBase):  # type: ignore[misc]  # verl ships no type
         ended = await rollout.finish(tokens)
         metrics.setdefault("num_preempted", -1)
         output = self._output(ended, prompt_ids, response_ids, mask, kept, turns + observed + 1, metrics)
+        output.extra_fields.update(_step_rewards(ended, called))
         output.extra_fields = {**engine_fields, **output.extra_fields}
         return output
 
@@ -194,8 +202,6 @@ class SimiaAgentLoop(AgentLoopBase):  # type: ignore[misc]  # verl ships no type
         extra_fields = {
             "simia_episode": ended.id,
             "simia_masked": masked,
-            "turn_scores": [],
-            "tool_rewards": [],
         }
         return AgentLoopOutput(
             prompt_ids=prompt_ids,
@@ -207,3 +213,19 @@ class SimiaAgentLoop(AgentLoopBase):  # type: ignore[misc]  # verl ships no type
             metrics=metrics,
             extra_fields=extra_fields,
         )
+
+
+def _step_rewards(ended: Ended, called: list[list[int | None]]) -> dict[str, Any]:
+    """verl's per-step reward fields from the verdict's progress curve: `tool_rewards` (each call's shaped
+    reward, by its `seq`; 0 for a call that never reached the episode), `turn_scores` (their sum per policy turn)
+    and `simia_progress` (start, end, gamma); empty without a curve (a task without checks)."""
+    progress = ended.verdict.get("progress")
+    if not progress:
+        return {"tool_rewards": [], "turn_scores": [], "simia_progress": None}
+    by_seq = {int(step["seq"]): float(step["reward"]) for step in progress.get("steps") or []}
+    per_turn = [[by_seq.get(seq, 0.0) if seq is not None else 0.0 for seq in turn] for turn in called]
+    return {
+        "tool_rewards": [reward for turn in per_turn for reward in turn],
+        "turn_scores": [math.fsum(turn) for turn in per_turn],
+        "simia_progress": {key: progress.get(key) for key in ("start", "end", "gamma")},
+    }
