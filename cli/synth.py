@@ -8,13 +8,17 @@ from pathlib import Path
 from typing import Any
 
 from simia.clients.api import ServerUnreachable, SimiaApiError, SimiaClient
+from simia.sim.backends import BatchBackend
 from simia.training.synth import SynthConfig, load_seeds, synthesize, synthesize_via_server
 
 from ._common import (
     CliError,
+    add_batch_flags,
     add_model_flags,
     add_worlds_dir,
     backend,
+    batch_summary,
+    batched,
     bearer_token,
     finite,
     http_url,
@@ -55,11 +59,14 @@ def _synth(args: argparse.Namespace) -> int:
     planned = args.n * (len(seeds) if not args.via_server else len(world.tasks))
     if planned > MAX_TRAJECTORIES:
         raise CliError(f"--n {args.n} plans {planned} trajectories; one run does at most {MAX_TRAJECTORIES}")
-    model = backend(args.backend, args, max_concurrency=args.concurrency)
+    if args.batch and args.via_server:
+        raise CliError("--batch amplifies seeds; --via-server runs rollouts, whose calls cannot wait: drop one of them")
+    out = writable_dir(args.out, "--out")
+    model = batched(backend(args.backend, args, max_concurrency=args.concurrency), args, out / "batch_journal.json")
     config = SynthConfig(
         n=args.n,
-        out=writable_dir(args.out, "--out"),
-        concurrency=args.concurrency,
+        out=out,
+        concurrency=model.max_concurrency if args.batch else args.concurrency,  # a batch gathers every request
         temperature=args.temperature,
         prefilter=not args.no_prefilter,
         dedup_threshold=args.dedup_threshold,
@@ -77,6 +84,8 @@ def _synth(args: argparse.Namespace) -> int:
     else:
         report = asyncio.run(synthesize(world, seeds, model, config))
     print(report.render())
+    if isinstance(model, BatchBackend):
+        print(batch_summary(model))
     print(f"records: {config.out / 'synth.jsonl'}  report: {config.out / 'synth_report.json'}")
     return 0
 
@@ -88,6 +97,7 @@ def register(sub: Any) -> None:
     p.add_argument("--n", type=positive, default=4, help="new trajectories per seed (or rollouts per task) (4)")
     p.add_argument("--backend", metavar="SPEC", help="the generating model (backend SPEC)")
     add_model_flags(p)
+    add_batch_flags(p, journal="OUT/batch_journal.json")
     p.add_argument("--out", default="synth", type=Path, metavar="DIR", help="output folder (default: synth)")
     p.add_argument("--concurrency", type=positive, default=4)
     p.add_argument("--temperature", type=_temperature, default=1.0, help="sampling temperature, 0 to 2 (1)")

@@ -2,7 +2,9 @@
 
 Ships with simia (like httpx's `MockTransport`) for tests and benchmarks: start it
 on 127.0.0.1, point `openai-compatible:` / `anthropic:` backends at its URL, and
-script its replies (status, body, headers, delay) or answer with a function. With
+script its replies (status, body, headers, delay) or answer with a function: `schema_answer(seed)`
+(`--answer schema`) answers any request with a seeded instance of its JSON schema, so any world,
+an imported one included, can be served and called offline. With
 `refuse_tools=True` it answers any chat-completions request carrying `tools` or `tool_choice`
 with the HTTP 400 vLLM gives when started without `--enable-auto-tool-choice`.
 
@@ -32,7 +34,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from .fake_batches import FakeBatches
+from .fake_cache import PromptCache
 from .mock_world import mock_world_answer
+from .schema_instances import schema_answer
 
 __all__ = ["FAULTS", "VLLM_TOOLS_REFUSED", "Chaos", "ChaosReset", "FakeProvider", "FakeReply"]
 
@@ -137,6 +142,8 @@ class FakeProvider:
             (`VLLM_TOOLS_REFUSED`), recording the request but using no scripted reply.
         chaos: mix provider faults into the answers (scripted replies are sent as scripted; chaos draws
             for the others). `faults` counts what each request got, `ok` included.
+        prompt_cache: emulate the providers' prompt caches (`simia.testing.fake_cache`): usage then counts each
+            prompt's tokens and reports the cached ones as OpenAI and Anthropic do; without it usage is fixed.
     """
 
     def __init__(
@@ -146,21 +153,26 @@ class FakeProvider:
         *,
         refuse_tools: bool = False,
         chaos: Chaos | None = None,
+        prompt_cache: PromptCache | None = None,
     ) -> None:
         self.default = answer if answer is not None else {"ok": True}
         self.latency = latency
         self.refuse_tools = refuse_tools
         self.chaos = chaos
+        self.prompt_cache = prompt_cache
         self.faults: Counter[str] = Counter()
         self.queue: list[FakeReply] = []
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.port = 0
         self._stopping = asyncio.Event()
+        self.batches = FakeBatches()
+        """The OpenAI Batch API and Anthropic Message Batches (`simia.testing.fake_batches`)."""
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
                 Route("/v1/messages", self._anthropic, methods=["POST"]),
+                *self.batches.routes(),
             ]
         )
 
@@ -206,7 +218,10 @@ class FakeProvider:
         if reply.status != 200:
             error = {"error": {"message": json.dumps(reply.answer), "type": "fake_error"}}
             return JSONResponse(error, status_code=reply.status, headers=reply.headers)
-        return self._deliver(fault, chat_completion(body, reply.answer, len(self.requests)), reply.headers)
+        completion = chat_completion(body, reply.answer, len(self.requests))
+        if self.prompt_cache is not None:
+            completion["usage"] = self.prompt_cache.openai_usage(body, completion["usage"]["completion_tokens"])
+        return self._deliver(fault, completion, reply.headers)
 
     async def _anthropic(self, request: Request) -> Response:
         scripted = bool(self.queue)
@@ -244,6 +259,8 @@ class FakeProvider:
             "stop_sequence": None,
             "usage": {"input_tokens": 120, "output_tokens": 30},
         }
+        if self.prompt_cache is not None:
+            answer["usage"] = self.prompt_cache.anthropic_usage(body, len(json.dumps(reply.answer)) // 4 + 1)
         return self._deliver(fault, answer, reply.headers)
 
     def _fault(self, scripted: bool) -> str:
@@ -291,6 +308,7 @@ class FakeProvider:
         self._stopping = asyncio.Event()
         async with serving(self.app) as port:
             self.port = port
+            self.batches.base = self.anthropic_url
             try:
                 yield self
             finally:
@@ -383,17 +401,19 @@ async def _trickle(data: bytes, seconds: float, pieces: int = 10) -> AsyncIterat
 
 
 def main() -> None:
-    """`python -m simia.testing.fake_provider --port P [--latency S] [--answer mock|ok] [--chaos RATE] [--lean]`:
-    serve until killed."""
+    """`python -m simia.testing.fake_provider --port P [--latency S] [--answer mock|schema|ok] [--seed N]
+    [--chaos RATE] [--lean]`: serve until killed."""
     parser = argparse.ArgumentParser(description="A fake OpenAI/Anthropic provider for tests and benchmarks.")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds every reply waits")
     parser.add_argument(
         "--answer",
-        choices=["mock", "ok"],
+        choices=["mock", "schema", "ok"],
         default="mock",
-        help='mock: a correct simulator of the mock world; ok: always {"ok": true}',
+        help="mock: a correct simulator of the mock world; schema: an instance of each request's JSON schema "
+        '(any world, offline); ok: always {"ok": true}',
     )
+    parser.add_argument("--seed", type=int, default=0, help="seeds the instances of --answer schema")
     parser.add_argument("--chaos", type=float, default=0.0, metavar="RATE", help="share of answers that are faults")
     parser.add_argument("--chaos-seed", type=int, default=0, help="seeds the faults' draw")
     parser.add_argument(
@@ -403,6 +423,8 @@ def main() -> None:
     answer: Any = None
     if args.answer == "mock":
         answer = mock_world_answer
+    elif args.answer == "schema":
+        answer = schema_answer(args.seed)
     if args.lean:
         if args.chaos:
             parser.error("--lean serves answers only: drop --chaos")

@@ -28,9 +28,11 @@ def _ok(output: dict[str, Any], patch: list[dict[str, Any]] | None = None) -> di
 
 
 def mock_world_answer(request: CompletionRequest | dict[str, Any]) -> dict[str, Any]:
-    """Answer one simulator request of the `mock` world (a `CompletionRequest`, or an OpenAI request body)."""
+    """Answer one simulator request of the `mock` world (a `CompletionRequest`, or an OpenAI or Anthropic request
+    body: the call is in the first user message)."""
     messages = request.messages if isinstance(request, CompletionRequest) else request["messages"]
-    tool, args, state = parse_simulator_prompt(str(messages[1]["content"]))
+    prompt = next(m["content"] for m in messages if m["role"] == "user")
+    tool, args, state = parse_simulator_prompt(str(prompt))
     items = state["items"]
     if tool == "list_items":
         return _ok({"items": [{"name": k, "qty": v["qty"]} for k, v in items.items()]})

@@ -27,7 +27,7 @@ import json_repair
 from simia.clients.api import SimiaClient
 from simia.clients.prompt import agent_system_prompt
 from simia.clients.rollout import RolloutConfig, rollout
-from simia.sim.backends import Backend, CompletionRequest
+from simia.sim.backends import Backend, CompletionRequest, Usage
 from simia.sim.errors import BackendError
 from simia.sim.world import World, check_tool_calls, openai_tool_call, world_card
 
@@ -104,6 +104,8 @@ class SynthReport:
     kept: int = 0
     repaired: int = 0
     skipped_done: int = 0
+    usage: Usage = field(default_factory=Usage)
+    """What this run's model calls cost (pre-filter and amplification)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -114,6 +116,7 @@ class SynthReport:
             "repaired_arguments": self.repaired,
             "kept": self.kept,
             "skipped_already_done": self.skipped_done,
+            "usage": self.usage.as_dict(),
         }
 
     def render(self) -> str:
@@ -121,7 +124,7 @@ class SynthReport:
         return (
             f"seeds {self.seeds} (pre-filter dropped {len(self.prefilter_dropped)}), generated {self.generated}, "
             f"dropped: {drops}; kept {self.kept} (arguments repaired in {self.repaired}); "
-            f"{self.skipped_done} already done"
+            f"{self.skipped_done} already done\n{self.usage.describe()}"
         )
 
 
@@ -253,6 +256,7 @@ async def synthesize(world: World, seeds: list[dict[str, Any]], backend: Backend
                     temperature=temperature,
                 )
             )
+        report.usage = report.usage + completion.usage
         return completion.data
 
     async def prefilter(seed: dict[str, Any]) -> bool:

@@ -70,6 +70,27 @@ class Usage:
             self.cache_write_tokens + other.cache_write_tokens,
         )
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Usage:
+        """A usage as `as_dict` wrote it (an event's or a verdict's); missing counts are 0, a missing cost null."""
+        counts = {k: int(data.get(k) or 0) for k in ("prompt_tokens", "completion_tokens", "calls")}
+        cache = {k: int(data.get(k) or 0) for k in ("cached_tokens", "cache_write_tokens")}
+        cost = data.get("cost_usd")
+        return cls(cost_usd=float(cost) if isinstance(cost, int | float) else None, **counts, **cache)
+
+    def describe(self) -> str:
+        """One summary line: model calls, input tokens (the cached ones among them), output tokens, and USD in all
+        and per 1,000 model calls (`cost unknown` when a model had no price)."""
+        if self.cost_usd is None:
+            cost = "cost unknown (a model without a known price: set one with --price)"
+        else:
+            per = f" (${self.cost_usd / self.calls * 1000:.2f} per 1,000 model calls)" if self.calls else ""
+            cost = f"${self.cost_usd:.4f}{per}"
+        return (
+            f"{self.calls:,} model calls: input {self.prompt_tokens:,} tokens ({self.cached_tokens:,} cached), "
+            f"output {self.completion_tokens:,}; {cost}"
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "prompt_tokens": self.prompt_tokens,

@@ -17,6 +17,7 @@ written to Anthropic's cache at its cache-write rate; a price set without cache 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import genai_prices
 
@@ -73,6 +74,7 @@ class Pricing:
         self.api_url = api_url
         self.price = (prices or {}).get(model)
         self._listed = provider_id is not None or api_url is not None  # until a lookup says otherwise
+        self._model_price: Any = None  # the database's price of the model, once looked up (each lookup scans it)
 
     def usage(self, prompt_tokens: int, completion_tokens: int, *, cached: int = 0, cache_write: int = 0) -> Usage:
         """The usage of one call of `prompt_tokens` in (`cached` of them read from the provider's prompt cache,
@@ -88,6 +90,9 @@ class Pricing:
             cache_write_tokens=cache_write or None,
             output_tokens=completion_tokens,
         )
+        if self._model_price is not None:  # tiers by prompt size are the model price's own: it prices any usage
+            total = self._model_price.calc_price(tokens)["total_price"]
+            return Usage(prompt_tokens, completion_tokens, float(total), 1, cached, cache_write)
         try:
             if self.provider_id is not None:
                 calc = genai_prices.calc_price(tokens, self.model, provider_id=self.provider_id)
@@ -96,4 +101,5 @@ class Pricing:
         except (LookupError, ValueError):  # not in the database (a miss is remembered: each lookup scans it)
             self._listed = False
             return unpriced
+        self._model_price = calc.model_price
         return Usage(prompt_tokens, completion_tokens, float(calc.total_price), 1, cached, cache_write)

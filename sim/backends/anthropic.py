@@ -1,8 +1,8 @@
 """Anthropic models through the official `anthropic` SDK.
 
 Structured output is a forced tool call: the request carries one tool whose
-`input_schema` is the requested schema, with `tool_choice` naming it, and the
-answer is that tool call's input. The SDK's own retries are off.
+`input_schema` is the requested schema (with an object at its root: `object_rooted`), with
+`tool_choice` naming it, and the answer is that tool call's input. The SDK's own retries are off.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from ._base import (
     status_failure,
 )
 from ._pricing import Price, Pricing
+from ._schema_forms import object_rooted
+from .batch import BatchResult, BatchStatus
 from .openai import POOL_LIMIT
 
 __all__ = ["AnthropicBackend"]
@@ -61,33 +63,50 @@ class AnthropicBackend(Backend):
         self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, http_client=http)
 
     async def generate(self, request: CompletionRequest, timeout: float) -> Completion:
+        start = time.monotonic()
+        response = await self._create({**self.request_body(request), "timeout": timeout})
+        return self._structured(response, request, start)
+
+    def request_body(self, request: CompletionRequest) -> dict[str, Any]:
+        """The Messages API parameters of `request`: what `generate` sends, and the `params` of a batch request."""
         system = "\n\n".join(str(m["content"]) for m in request.messages if m["role"] == "system")
         messages = [{"role": m["role"], "content": m["content"]} for m in request.messages if m["role"] != "system"]
         tool = {
             "name": request.schema_name,
             "description": "Return your answer by calling this tool with arguments matching its schema.",
-            "input_schema": request.schema,
+            "input_schema": object_rooted(request.schema),  # the API refuses a root anyOf
         }
-        kwargs: dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": request.max_tokens,
             "messages": messages,
             "tools": [tool],
             "tool_choice": {"type": "tool", "name": request.schema_name},
-            "timeout": timeout,
         }
         if system:
             # One cache breakpoint after the stable prefix (the answer tool, then the system block: the world for
             # the simulator, the judge's rules for the judge): Anthropic caches it when it is long enough (1,024+
             # tokens on most models) and bills reads at a tenth of the input price.
-            kwargs["system"] = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
-        start = time.monotonic()
-        response = await self._create(kwargs)
+            body["system"] = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
+        return body
+
+    def batch_answer(self, body: Any, request: CompletionRequest) -> Completion:
+        """A batch result's message (as JSON) as the Completion `generate` would have made of it.
+
+        Raises:
+            BackendOutputError: the body is not a message, or the model did not call the answer tool.
+        """
+        try:
+            message = anthropic.types.Message.model_validate(body)
+        except ValueError as exc:  # pydantic's ValidationError
+            raise BackendOutputError(f"{self.spec}: malformed batch result: {str(exc)[:200]}") from None
+        return self._structured(message, request, time.monotonic())
+
+    def _structured(self, response: Any, request: CompletionRequest, start: float) -> Completion:
         blocks = [b for b in (getattr(response, "content", None) or []) if getattr(b, "type", "") == "tool_use"]
         if not blocks or not isinstance(blocks[0].input, dict):
             raise BackendOutputError(f"{self.spec}: the model did not call the {request.schema_name!r} tool")
-        data = dict(blocks[0].input)
-        return self._completion(data, response, start)
+        return self._completion(dict(blocks[0].input), response, start)
 
     supports_tools = True
 
@@ -153,8 +172,42 @@ class AnthropicBackend(Backend):
         prompt = (usage.input_tokens or 0) + read + write
         return self.pricing.usage(prompt, usage.output_tokens or 0, cached=read, cache_write=write)
 
+    def batches(self) -> AnthropicBatches:
+        """This backend's Message Batches API (`simia.sim.backends.batch`)."""
+        return AnthropicBatches(self._client)
+
     async def aclose(self) -> None:
         await self._client.close()
+
+
+class AnthropicBatches:
+    """Anthropic Message Batches: the requests' Messages API parameters in one batch, its results read by
+    custom_id once its processing has ended."""
+
+    def __init__(self, client: anthropic.AsyncAnthropic) -> None:
+        self._client = client
+
+    async def submit(self, requests: list[tuple[str, dict[str, Any]]]) -> str:
+        batch = await self._client.messages.batches.create(
+            requests=[{"custom_id": cid, "params": params} for cid, params in requests]  # type: ignore[typeddict-item]
+        )
+        return batch.id
+
+    async def status(self, batch_id: str) -> BatchStatus:
+        batch = await self._client.messages.batches.retrieve(batch_id)
+        return BatchStatus(ended=batch.processing_status == "ended", state=batch.processing_status)
+
+    async def results(self, batch_id: str) -> dict[str, BatchResult]:
+        out: dict[str, BatchResult] = {}
+        async for entry in await self._client.messages.batches.results(batch_id):
+            result = entry.result
+            if result.type == "succeeded":
+                out[entry.custom_id] = BatchResult("succeeded", body=result.message.model_dump(mode="json"))
+            elif result.type == "errored":
+                out[entry.custom_id] = BatchResult("errored", error=str(result.error.error.message)[:300])
+            else:
+                out[entry.custom_id] = BatchResult(result.type)
+        return out
 
 
 def _to_anthropic(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:

@@ -1,6 +1,7 @@
 """OpenAI and OpenAI-compatible servers (vLLM, SGLang, Ollama, llama.cpp server) through the `openai` SDK.
 
-Structured output uses `response_format={"type": "json_schema", ...}`; a compatible
+Structured output uses `response_format={"type": "json_schema", ...}` (OpenAI's own API gets the schema
+with an object at its root, `object_rooted`; compatible servers the exact schema); a compatible
 server that rejects it is asked again with JSON mode (`json_object`) and the
 answer is validated by the simulator. Native tool calling sends `tools` with
 `tool_choice: auto`; a compatible server that refuses it (vLLM without
@@ -36,7 +37,9 @@ from ._base import (
 )
 from ._http import LeanHTTP
 from ._pricing import Price, Pricing
+from ._schema_forms import object_rooted
 from .actions import FunctionTool, action_messages, action_schema, read_action
+from .batch import BatchResult, BatchStatus, ResultKind
 
 __all__ = ["OpenAIBackend"]
 
@@ -114,10 +117,10 @@ class OpenAIBackend(Backend):
     def _response_format(self, request: CompletionRequest) -> dict[str, Any]:
         if self.json_mode_only:
             return {"type": "json_object"}
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": request.schema_name, "schema": request.schema, "strict": False},
-        }
+        # OpenAI's API wants an object at the schema's root; compatible servers (vLLM, SGLang, llama.cpp) decode
+        # under the exact schema, a root anyOf included.
+        schema = request.schema if self.compatible else object_rooted(request.schema)
+        return {"type": "json_schema", "json_schema": {"name": request.schema_name, "schema": schema, "strict": False}}
 
     async def generate(self, request: CompletionRequest, timeout: float) -> Completion:
         try:
@@ -130,6 +133,12 @@ class OpenAIBackend(Backend):
             raise
 
     async def _create(self, request: CompletionRequest, timeout: float) -> Completion:
+        start = time.monotonic()
+        reply = await self._post(self.request_body(request), timeout)
+        return self._answer(reply, start)
+
+    def request_body(self, request: CompletionRequest) -> dict[str, Any]:
+        """The chat-completions body of `request`: what `generate` posts, and the body of a batch line."""
         messages = request.messages
         if self.json_mode_only:
             hint = {
@@ -137,24 +146,32 @@ class OpenAIBackend(Backend):
                 "content": "Answer with one JSON object matching this JSON Schema:\n" + _compact(request.schema),
             }
             messages = [*messages, hint]
-        kwargs: dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "response_format": self._response_format(request),
-            "timeout": timeout,
         }
         if self.compatible or not self.model.startswith(_FIXED_TEMPERATURE):
-            kwargs["temperature"] = request.temperature
-        kwargs["max_tokens" if self.compatible else "max_completion_tokens"] = request.max_tokens
+            body["temperature"] = request.temperature
+        body["max_tokens" if self.compatible else "max_completion_tokens"] = request.max_tokens
         if request.seed is not None:
-            kwargs["seed"] = request.seed
+            body["seed"] = request.seed
         if request.cache_key is not None and not self.compatible:
             # OpenAI caches prompt prefixes of 1,024+ tokens by itself; the key routes the requests that share a
             # prefix to one cache. (Compatible servers cache prefixes without a key; some refuse unknown fields.)
-            kwargs["prompt_cache_key"] = request.cache_key
-        timeout_s = kwargs.pop("timeout")
-        start = time.monotonic()
-        reply = await self._post(kwargs, timeout_s)
+            body["prompt_cache_key"] = request.cache_key
+        return body
+
+    def batch_answer(self, body: Any, request: CompletionRequest) -> Completion:
+        """A batch result's body (a chat completion, as JSON) as the Completion `generate` would have made.
+
+        Raises:
+            BackendOutputError: the body is not a chat completion, or its answer is not a JSON object.
+        """
+        del request  # the answer is the message's text, whatever the request
+        return self._answer(_reply_of(body, json.dumps(body)[:120].encode(), self.spec), time.monotonic())
+
+    def _answer(self, reply: _Reply, start: float) -> Completion:
         text = reply.content or ""
         return Completion(
             data=parse_json_object(text),
@@ -293,30 +310,7 @@ class OpenAIBackend(Backend):
         if response.status != 200:
             text = response.body.decode("utf-8", "replace")
             raise status_failure(self.spec, response.status, data, text, response.headers)
-        # Any shape may come back (a proxy's page, a truncated body, {"choices": 3}): check each level.
-        choices = data.get("choices") if isinstance(data, dict) else None
-        message = (
-            choices[0].get("message")
-            if isinstance(choices, list) and choices and isinstance(choices[0], dict)
-            else None
-        )
-        if not isinstance(message, dict):
-            raise BackendOutputError(f"{self.spec}: malformed response body: {response.body[:120]!r}")
-        assert isinstance(data, dict)
-        usage = data.get("usage")
-        if not isinstance(usage, dict):
-            usage = {}
-        calls = message.get("tool_calls")
-        content = message.get("content")
-        details = usage.get("prompt_tokens_details")
-        return _Reply(
-            content if isinstance(content, str) else None,
-            [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else [],
-            data.get("model") if isinstance(data.get("model"), str) else None,
-            _count(usage.get("prompt_tokens")),
-            _count(usage.get("completion_tokens")),
-            (_count(details.get("cached_tokens")) or 0) if isinstance(details, dict) else 0,
-        )
+        return _reply_of(data, response.body, self.spec)
 
     def _usage(self, reply: _Reply) -> Usage:
         if reply.prompt_tokens is None or reply.completion_tokens is None:
@@ -324,10 +318,100 @@ class OpenAIBackend(Backend):
         cached = min(reply.cached_tokens, reply.prompt_tokens)
         return self.pricing.usage(reply.prompt_tokens, reply.completion_tokens, cached=cached)
 
+    def batches(self) -> OpenAIBatches:
+        """This backend's Batch API (`simia.sim.backends.batch`)."""
+        return OpenAIBatches(self._client)
+
     async def aclose(self) -> None:
         await self._client.close()
         if self._lean is not None:
             await self._lean.aclose()
+
+
+_OPENAI_ENDED = {"completed", "failed", "expired", "cancelled"}
+
+
+class OpenAIBatches:
+    """The OpenAI Batch API: the requests as a JSONL file (`purpose: batch`), one batch over it, then its output
+    and error files read back by custom_id."""
+
+    def __init__(self, client: openai.AsyncOpenAI) -> None:
+        self._client = client
+
+    async def submit(self, requests: list[tuple[str, dict[str, Any]]]) -> str:
+        lines = "".join(
+            json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": body}) + "\n"
+            for cid, body in requests
+        )
+        upload = await self._client.files.create(file=("simia-batch.jsonl", lines.encode()), purpose="batch")
+        batch = await self._client.batches.create(
+            input_file_id=upload.id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        return batch.id
+
+    async def status(self, batch_id: str) -> BatchStatus:
+        batch = await self._client.batches.retrieve(batch_id)
+        return BatchStatus(ended=batch.status in _OPENAI_ENDED, state=batch.status)
+
+    async def results(self, batch_id: str) -> dict[str, BatchResult]:
+        batch = await self._client.batches.retrieve(batch_id)
+        out: dict[str, BatchResult] = {}
+        for file_id in (batch.output_file_id, batch.error_file_id):
+            if file_id:
+                content = await self._client.files.content(file_id)
+                for line in content.text.splitlines():
+                    if line.strip():
+                        cid, result = _openai_result(json.loads(line))
+                        out[cid] = result
+        if batch.status in ("expired", "cancelled"):
+            kind: ResultKind = "expired" if batch.status == "expired" else "canceled"
+            return {cid: r if r.kind == "succeeded" else BatchResult(kind, error=r.error) for cid, r in out.items()}
+        return out
+
+
+def _openai_result(line: dict[str, Any]) -> tuple[str, BatchResult]:
+    """One line of a batch's output or error file: (custom_id, its outcome)."""
+    cid = str(line.get("custom_id"))
+    response = line.get("response") or {}
+    error = line.get("error")
+    if not error and response.get("status_code") == 200:
+        return cid, BatchResult("succeeded", body=response.get("body"))
+    if not error:
+        body = response.get("body") or {}
+        error = body.get("error", body) if isinstance(body, dict) else body
+    message = error.get("message", json.dumps(error)) if isinstance(error, dict) else str(error)
+    code = error.get("code") if isinstance(error, dict) else None
+    kind: ResultKind = "expired" if code == "batch_expired" else "canceled" if code == "batch_cancelled" else "errored"
+    return cid, BatchResult(kind, error=f"HTTP {response.get('status_code')}: {message}"[:300])
+
+
+def _reply_of(data: Any, raw: bytes, spec: str) -> _Reply:
+    """A chat completion as JSON, checked level by level (a proxy's page, a truncated body, {"choices": 3} may
+    come back), as a `_Reply`.
+
+    Raises:
+        BackendOutputError: it has no message to read.
+    """
+    choices = data.get("choices") if isinstance(data, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, dict) else None
+    if not isinstance(message, dict):
+        raise BackendOutputError(f"{spec}: malformed response body: {raw[:120]!r}")
+    assert isinstance(data, dict)
+    usage = data.get("usage")
+    if not isinstance(usage, dict):
+        usage = {}
+    calls = message.get("tool_calls")
+    content = message.get("content")
+    details = usage.get("prompt_tokens_details")
+    return _Reply(
+        content if isinstance(content, str) else None,
+        [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else [],
+        data.get("model") if isinstance(data.get("model"), str) else None,
+        _count(usage.get("prompt_tokens")),
+        _count(usage.get("completion_tokens")),
+        (_count(details.get("cached_tokens")) or 0) if isinstance(details, dict) else 0,
+    )
 
 
 def _count(value: Any) -> int | None:

@@ -21,8 +21,17 @@ BENCHES = sorted(p.name for p in BENCH.glob("[!_]*.py"))
 RATIO_LINES = {
     "backend_http_cost.py": [r"\d+\.\d+x raw asyncio"],
     "chaos_provider.py": [r"provider chaos: \d+ agents, \d+ calls, 0 failures"],
+    "cost.py": [
+        r"ratio simia / history replay at call 50, [\w.-]+: \d+\.\d+",
+        r"cached share of simia's input tokens across [\d,]+ episodes, [\w.-]+: \d\.\d+",
+        r"stable prefix share of simia's prompt: \d\.\d+",
+    ],
     "consistency.py": [r"ratio consistent faithful fake / stale fake: 1\.00 / \d\.\d+"],
     "fuzz_api.py": [r"api fuzz: \d+ cases, 0 failures"],
+    "grounded.py": [
+        r"share answered without a model: \d\.\d+ of \d+ calls",
+        r"ratio declared / undeclared: model calls \d\.\d+, prompt tokens \d\.\d+",
+    ],
     "fuzz_mcp.py": [r"mcp fuzz: \d+ cases, 0 failures"],
     "kill_rounds.py": [r"kill rounds: \d+ rounds, \d+ acknowledged, 0 lost, integrity ok, 0 seq gaps"],
     "local_latency.py": [r"p50 / prediction = \d+\.\d+"],

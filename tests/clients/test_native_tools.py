@@ -49,7 +49,8 @@ async def test_the_agent_uses_native_tool_calling(make_server: Any, provider: st
             "content": '{"name": "milk", "qty": 4}',
         }
     else:
-        assert "tool_choice" not in first and first["system"].startswith("You are a customer service agent")
+        assert "tool_choice" not in first and first["system"][0]["text"].startswith("You are a customer service agent")
+        assert first["system"][0]["cache_control"] == {"type": "ephemeral"}  # the agent's instructions are cached
         assert second["messages"][1]["content"][0]["type"] == "tool_use"
         assert second["messages"][2]["content"] == [
             {"type": "tool_result", "tool_use_id": "call_1", "content": '{"name": "milk", "qty": 4}'}

@@ -80,7 +80,27 @@ IMPORTS_MCP = "tests/cli/test_import_mcp.py imports the pinned npm server and si
 IMPORTS_OPENAPI = "tests/cli/test_import_openapi.py imports the committed specs (tests/fixtures/openapi)"
 BALANCED = "the replicas behind HAProxy: tests/server/test_balancer.py runs them (simia.testing.replicas)"
 MAKE_CHECKED = "tests/test_make.py checks what it runs"
+OFFLINE_FAKE = (
+    "tests/testing/test_fake_provider.py runs these three as one path (the fake provider in process, on a free "
+    "port; the import and `simia serve` as written, with a temporary folder)"
+)
+BATCHED = (
+    "tests/cli/test_batch_commands.py runs `simia synth --batch` (interrupted, then resumed) and "
+    "tests/sim/test_batch.py the judge's batch path against the fake provider's batch APIs; a real provider needs "
+    "a key"
+)
 NOT_RUN = {
+    "python -m simia.training.grpo --server http://127.0.0.1:8765 --world retail --model ckpt/sft --reward mix "
+    "--reward-weights outcome=1,progress=0.5 --curriculum runs.db": (
+        "a fine-tuned retail model; tests/training/test_grpo.py trains with --reward progress and outcome on TRL's "
+        "reward path, tests/training/test_grpo_rewards.py checks --reward-weights and --curriculum on a seeded store"
+    ),
+    "simia synth --world retail --backend openai:gpt-5.4-mini --n 50 --out synth --batch": BATCHED,
+    "simia judge --db runs.db --backend anthropic:claude-sonnet-4-6 --batch EPISODE_ID...": BATCHED,
+    "simia import mcp --out worlds/counters -- python tests/fixtures/servers/counters.py": OFFLINE_FAKE,
+    "python -m simia.testing.fake_provider --port 8100 --answer schema --seed 0": OFFLINE_FAKE,
+    "simia serve --worlds-dir worlds --world counters --backend openai-compatible:fake --base-url "
+    "http://127.0.0.1:8100/v1": OFFLINE_FAKE,
     "simia serve --backend openai:gpt-5.4-mini --db postgresql://simia@127.0.0.1:5432/simia --port 8765 "
     "--public-url http://127.0.0.1:8080": BALANCED,
     "simia serve --backend openai:gpt-5.4-mini --db postgresql://simia@127.0.0.1:5432/simia --port 8766 "
@@ -94,18 +114,59 @@ NOT_RUN = {
     "simia import mcp -- npx -y @modelcontextprotocol/server-everything": "npx fetches at run time; " + IMPORTS_MCP,
     "simia import mcp --probe calls.jsonl -- npx -y @modelcontextprotocol/server-everything": IMPORTS_MCP,
     "simia import mcp http://127.0.0.1:9000/mcp": "an unreachable server, on purpose; tests/cli/test_import_mcp.py",
+    "KV_TOKEN=s3cret simia import mcp --name kv --out worlds/kv --env 'KV_TOKEN=${KV_TOKEN}' -- python "
+    "tests/fixtures/servers/kv.py": (
+        "tests/server/test_real_sessions.py runs this import of the kv server (an --env value with a ${NAME} "
+        "reference, read from the environment) and serves the world it writes"
+    ),
     "simia import openapi petstore.yaml --tag store --name petstore": IMPORTS_OPENAPI,
     "simia import openapi petstore.yaml": IMPORTS_OPENAPI,
     "simia import openapi notes.yaml": "a file that is not OpenAPI, on purpose; " + IMPORTS_OPENAPI,
-    "simia fidelity tool_specs/counters --calls calls.jsonl --backend openai:gpt-5.4-mini -- python counters.py": (
-        "tests/clients/test_fidelity.py runs fidelity on tests/fixtures/servers/counters.py"
+    "simia import openapi tests/sim/importers/library_lending_openapi_3_1.yaml --out worlds/library": (
+        "tests/cli/test_import_rest_world.py imports it (--out worlds/train-library), validates and serves it"
     ),
+    "simia validate worlds/library": "tests/cli/test_import_rest_world.py validates the imported library world",
+    "simia validate worlds/pantry": (
+        "tests/sim/world/test_grounding_checks.py runs `simia validate` on a copy of the mock world with that "
+        "declaration and checks these lines"
+    ),
+    "python bench/grounded.py --world-dir tool_specs": "tests/bench/test_benches.py runs bench/grounded.py --quick",
+    "python bench/cost.py": "minutes at full size, with targets; tests/bench/test_benches.py runs it --quick",
+    "simia fidelity tool_specs/counters --calls calls.jsonl --backend openai:gpt-5.4-mini --allow-writes "
+    "-- python counters.py": "tests/clients/test_fidelity.py runs fidelity on tests/fixtures/servers/counters.py",
     "simia fidelity tool_specs/counters --agent openai:gpt-5.4-mini --task two-apples --backend openai:gpt-5.4-mini "
-    "-- python counters.py": "tests/clients/test_fidelity.py runs --agent on tests/fixtures/servers/counters.py",
+    "--allow-writes -- python counters.py": (
+        "tests/clients/test_fidelity.py runs --agent on tests/fixtures/servers/counters.py"
+    ),
     "simia fidelity tool_specs/counters --calls calls.jsonl --backend openai:gpt-5.4-mini --grade openai:gpt-5.4 "
-    "-- python counters.py": "tests/clients/test_fidelity.py runs --grade on tests/fixtures/servers/counters.py",
-    "simia fidelity tool_specs/retail --calls calls.jsonl --backend openai:gpt-5.4-mini "
-    "-- python tests/fixtures/servers/retail.py": "tests/clients/test_fidelity_retail.py runs it",
+    "--allow-writes -- python counters.py": (
+        "tests/clients/test_fidelity.py runs --grade on tests/fixtures/servers/counters.py"
+    ),
+    "simia fidelity worlds/retail-undeclared --calls calls.jsonl --backend openai:gpt-5.4-mini --allow-writes "
+    "-- python tests/fixtures/servers/retail.py": (
+        "tests/clients/test_fidelity_retail.py runs it on a copy of tool_specs/retail without its declarations"
+    ),
+    "simia import mcp http://127.0.0.1:3001/mcp --header 'Authorization: Bearer $TOKEN' --out worlds/files": (
+        "tests/clients/test_fidelity_files.py imports tests/fixtures/servers/files.py over HTTP with that header"
+    ),
+    "simia fidelity worlds/files --real http://127.0.0.1:3001/mcp --header 'Authorization: Bearer $TOKEN' "
+    "--calls calls.jsonl --backend openai:gpt-5.4-mini --allow-writes": (
+        "tests/clients/test_fidelity_files.py runs it (and without --allow-writes, and with a header lacking its colon)"
+    ),
+    "simia rollout --server http://127.0.0.1:8765 --world retail --tasks all --agent openai:gpt-5.4-mini --user "
+    "openai:gpt-5.4-mini --personas cooperative,impatient,adversarial --seed 7 --n 6 --out runs/": (
+        "a real provider; tests/clients/test_personas_rollout.py rolls out with personas against a served world "
+        "(scripted models), tests/cli/test_personas_and_process_flags.py parses --persona/--personas and their errors"
+    ),
+    "simia serve --backend openai:gpt-5.4-mini --judge-backend openai:gpt-5.4 --process-judge --db runs.db": (
+        "a real provider; tests/cli/test_personas_and_process_flags.py composes `simia serve --process-judge`, "
+        "tests/sim/judging/test_process.py scores a served episode's steps with a scripted judge"
+    ),
+    "simia rollout --server http://127.0.0.1:8765 --world retail --tasks all --agent openai:gpt-5.4-mini --user "
+    "openai:gpt-5.4-mini --n 8 --curriculum runs.db --out runs/": (
+        "a real provider; tests/clients/test_curriculum.py runs `simia rollout --curriculum` on a seeded history "
+        "with scripted models and checks the plan it prints (the table this page shows)"
+    ),
 }
 
 TRAINER_VENV = (
@@ -161,6 +222,7 @@ INLINE_COVERED: dict[str, tuple[str, ...]] = {
     STDIO: ("test_stdio_serves_one_episode_and_judge_rejudges_it",),
     REJUDGE: ("test_stdio_serves_one_episode_and_judge_rejudges_it",),
     ADVERSARIAL: ("test_the_adversarial_check_prints_both_rates",),
+    "simia judge --adversarial": ("test_the_adversarial_check_prints_both_rates",),
     MAKE_HELP: ("test_make_help_lists_every_target",),
     VIEW: ("test_view_opens_the_runs_database_read_only_and_prints_its_url",),
 }
@@ -168,6 +230,14 @@ NAMES_ONLY = "names a command or a flag in prose; the blocks of the docs run the
 QUICK = "tests/bench/test_benches.py runs it --quick"
 FULL_SIZE = "minutes at full size, with targets; " + QUICK
 INLINE_NOT_RUN = {
+    "simia import mcp --probe": NAMES_ONLY,
+    "simia serve --backend replay:runs.db": (
+        "tests/cli/test_replay_worlds.py runs `simia serve --backend replay:DB` as a subprocess after deleting the "
+        "world folder, and with a --worlds-dir world that differs"
+    ),
+    "simia synth --batch": BATCHED,
+    "simia serve --process-judge": NAMES_ONLY,
+    "simia judge --batch": BATCHED,
     "make install": "installs a venv; " + MAKE_CHECKED,
     "make test": "runs this very suite; " + MAKE_CHECKED,
     "simia demo": "about 2 minutes on the embedded model; tests/clients/test_demo.py runs it (local_model)",
@@ -189,6 +259,11 @@ INLINE_NOT_RUN = {
     "simia export --format hf": NAMES_ONLY,
     "simia export --format rl": NAMES_ONLY,
     "simia export --injected drop": NAMES_ONLY,
+    "simia export --include-masked": NAMES_ONLY,
+    "simia export --db runs.db --format openai": (
+        "tests/cli/test_logged_worlds.py runs it, as a subprocess, after deleting the world folders"
+    ),
+    "simia judge": NAMES_ONLY,
     "simia export --db PATH --format FORMAT --out PATH": "a synopsis; the Training page's block runs an export",
     "simia synth": NAMES_ONLY,
     "simia validate": NAMES_ONLY,
@@ -200,7 +275,7 @@ INLINE_NOT_RUN = {
     "simia view": NAMES_ONLY,
     "simia db copy": NAMES_ONLY,
     "simia db migrate": NAMES_ONLY,
-    "simia bootstrap WORLD --backend SPEC": "a synopsis; tests/sim/test_bootstrap.py runs the command",
+    "simia bootstrap WORLD --backend SPEC": "a synopsis; tests/sim/importers/test_bootstrap.py runs the command",
     "simia fidelity WORLD --calls CALLS.jsonl --backend SPEC (--real URL | -- COMMAND ARGS...)": (
         "a synopsis; tests/clients/test_fidelity.py runs the command"
     ),
@@ -210,6 +285,10 @@ INLINE_NOT_RUN = {
     "python -m simia_verl.dataset": NAMES_ONLY,
     "simia serve --ors-port PORT": NAMES_ONLY,
     "simia serve --token": NAMES_ONLY,
+    "simia import mcp --header": NAMES_ONLY,
+    "simia serve --max-real-sessions N": (
+        "names the flag; tests/server/test_real_sessions.py runs a server with max_real_sessions=1"
+    ),
     "python bench/fuzz_mcp.py --cases 10000": "the long run (minutes); " + QUICK,
     "python bench/chaos_provider.py --agents 200 --calls 10": QUICK,
     "python bench/replicas.py kill --rounds 20": "the long run; tests/server/test_balancer.py runs 5 rounds",
@@ -219,6 +298,7 @@ INLINE_NOT_RUN = {
     "python bench/viewer.py": "the full size (100,000 episodes); " + QUICK,
     "python bench/consistency.py": "minutes on the embedded model; " + QUICK,
     "python bench/prompt_size.py": QUICK,
+    "python bench/cost.py": FULL_SIZE,
     "python bench/schema_validity.py": "the embedded model; " + QUICK + " (local_model)",
     "python bench/local_latency.py": "the embedded model; " + QUICK + " (local_model)",
     "python bench/backend_http_cost.py": QUICK,

@@ -65,10 +65,24 @@ def test_a_price_option_reads_model_equals_input_comma_output() -> None:
 def test_cached_tokens_are_priced_at_the_cache_rates_and_at_the_input_rate_when_none_is_set() -> None:
     from simia.sim.backends._pricing import Pricing
 
-    listed = Pricing("gpt-4o-mini", provider_id="openai").usage(10_000, 100, cached=8_000)
+    pricing = Pricing("gpt-4o-mini", provider_id="openai")
+    listed = pricing.usage(10_000, 100, cached=8_000)
     assert listed.cost_usd == pytest.approx((2_000 * 0.15 + 8_000 * 0.075 + 100 * 0.6) / 1e6)
+    again = pricing.usage(4_000, 10)  # the price looked up once prices every later call
+    assert again.cost_usd == pytest.approx(listed_cost("gpt-4o-mini", "openai", 4_000, 10))
     set_rates = Pricing("mine", prices={"mine": (1.0, 2.0, 0.1, 1.25)}).usage(1_000, 10, cached=600, cache_write=300)
     assert set_rates.cost_usd == pytest.approx((100 * 1.0 + 600 * 0.1 + 300 * 1.25 + 10 * 2.0) / 1e6)
     no_cache_rate = Pricing("mine", prices={"mine": (1.0, 2.0)}).usage(1_000, 10, cached=600)
     assert no_cache_rate.cost_usd == pytest.approx((1_000 * 1.0 + 10 * 2.0) / 1e6)
     assert (set_rates.cached_tokens, set_rates.cache_write_tokens) == (600, 300)
+
+
+def test_a_summary_line_says_tokens_cached_tokens_and_usd_in_all_and_per_thousand_calls() -> None:
+    from simia.sim.backends import Usage
+
+    priced = Usage(prompt_tokens=30_000, completion_tokens=900, cost_usd=0.012, calls=10, cached_tokens=24_000)
+    assert priced.describe() == (
+        "10 model calls: input 30,000 tokens (24,000 cached), output 900; $0.0120 ($1.20 per 1,000 model calls)"
+    )
+    assert "cost unknown (a model without a known price: set one with --price)" in Usage(10, 2, None, 1).describe()
+    assert Usage.from_dict(priced.as_dict()) == priced
