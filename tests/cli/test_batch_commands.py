@@ -79,7 +79,7 @@ async def test_synth_batch_interrupted_mid_batch_resumes_from_its_journal_withou
         out, err = await asyncio.wait_for(second.communicate(), 120)
     assert second.returncode == 0, err.decode()
     assert len(submitted_before) == 1  # the killed run had paid for its pre-filter batch
-    assert list(fake.batches.submitted)[0] == list(submitted_before)[0]  # ... which the resumed run read back
+    assert next(iter(fake.batches.submitted)) == next(iter(submitted_before))  # ... which the resumed run read back
     prefilter = next(iter(submitted_before.values()))
     assert all(cid not in batch for cid in prefilter for batch in list(fake.batches.submitted.values())[1:])
     records = [json.loads(line) for line in (tmp_path / "out" / "synth.jsonl").read_text().splitlines()]
