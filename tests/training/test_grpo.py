@@ -133,22 +133,27 @@ def scripted_policy(said: list[str], calls: list[dict[str, Any] | None] | None =
     return model, tokenizer
 
 
+def one_step(server: str, tmp_path: Path) -> GRPORun:
+    """One GRPO step on restock_milk: two generations of the tiny model, nothing saved."""
+    return GRPORun(
+        server=server,
+        world="mock",
+        tasks="restock_milk",
+        model="tiny",
+        max_steps=1,
+        num_generations=2,
+        max_completion_length=160,
+        output_dir=str(tmp_path / "g"),
+        save=False,
+    )
+
+
 @pytest.mark.slow  # trains with torch and TRL (seconds of CPU)
 def test_grpo_rewards_what_the_policy_said_and_did_as_an_llm_judge_reads_it(tmp_path: Path) -> None:
     provider = FakeProvider(judge_answer)
     with in_background(judged_mock_server(tmp_path / "t.db", provider)) as server:
         model, tokenizer = scripted_policy([CONFIRMED, DENIED])
-        run = GRPORun(
-            server=server,
-            world="mock",
-            tasks="restock_milk",
-            model="tiny",
-            max_steps=1,
-            num_generations=2,
-            max_completion_length=160,
-            output_dir=str(tmp_path / "g"),
-            save=False,
-        )
+        run = one_step(server, tmp_path)
         result = grpo_train(run, served(server), model=model, tokenizer=tokenizer)
         with SyncSimiaClient(server) as api:
             episodes = [api.get(e.id) for e in api.list_episodes()]
@@ -235,17 +240,7 @@ def test_a_grpo_step_whose_judge_failed_every_call_says_every_reward_was_masked_
     server_up = in_process_server({"mock": MOCK}, FunctionBackend(mock_world_answer), tmp_path / "t.db", down)
     with in_background(server_up) as server, caplog.at_level(logging.WARNING):
         model, tokenizer = scripted_policy([CONFIRMED, DENIED])
-        run = GRPORun(
-            server=server,
-            world="mock",
-            tasks="restock_milk",
-            model="tiny",
-            max_steps=1,
-            num_generations=2,
-            max_completion_length=160,
-            output_dir=str(tmp_path / "g"),
-            save=False,
-        )
+        run = one_step(server, tmp_path)
         result = grpo_train(run, served(server), model=model, tokenizer=tokenizer)
     said = [r.getMessage() for r in caplog.records if r.name == "simia.training.grpo"]
     assert said == [
