@@ -281,6 +281,7 @@ INLINE_NOT_RUN = {
     ),
     "python bench/fuzz_api.py --cases 10000": "the long run (minutes); " + QUICK,
     "python bench/state_scale.py": FULL_SIZE,
+    "python bench/grounded.py": QUICK,
     "python -m simia_skyrl.dataset": NAMES_ONLY,
     "python -m simia_verl.dataset": NAMES_ONLY,
     "simia serve --ors-port PORT": NAMES_ONLY,
