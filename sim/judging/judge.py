@@ -47,29 +47,40 @@ JUDGE_SYSTEM = (Path(__file__).parent / "data" / "judge_system.txt").read_text(e
 the delimiters of the untrusted data section."""
 
 
-VERDICT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "criteria": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "criterion": {"type": "string"},
-                    "passed": {"type": "boolean"},
-                    "evidence": {"type": "string"},
-                },
-                "required": ["criterion", "passed", "evidence"],
-            },
+_CRITERIA = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {
+            "criterion": {"type": "string"},
+            "passed": {"type": "boolean"},
+            "evidence": {"type": "string"},
         },
-        "reasoning": {"type": "string"},
-        "reward": {"enum": [0, 1]},
-        "failed_by": {"enum": ["none", "agent", "user", "tool"]},
-        "failure": {"type": "string"},
+        "required": ["criterion", "passed", "evidence"],
     },
-    "required": ["criteria", "reasoning", "reward", "failed_by", "failure"],
 }
-"""The outcome judge's answer. An answer without `failed_by` (a judge of old) blames a 0 on the agent."""
+
+
+def _verdict_branch(reward: int, blamed: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "criteria": _CRITERIA,
+            "reasoning": {"type": "string"},
+            "reward": {"const": reward},
+            "failed_by": {"enum": blamed},
+            "failure": {"type": "string"},
+        },
+        "required": ["criteria", "reasoning", "reward", "failed_by", "failure"],
+    }
+
+
+VERDICT_SCHEMA: dict[str, Any] = {
+    "anyOf": [_verdict_branch(1, ["none", "user", "tool"]), _verdict_branch(0, ["agent", "user", "tool"])]
+}
+"""The outcome judge's answer, one branch per reward, so a model decoding under the schema cannot name a blame its
+reward contradicts (a reward of 1 blames no agent, a 0 blames someone). An answer without `failed_by` (a judge of
+old) blames a 0 on the agent."""
 
 
 class Judge:

@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from ..world import World, compact_json
 from ._bases import BaseStates
+
+log = logging.getLogger("simia.storage")
 
 __all__ = ["WORLD_KEEP", "ServedWorlds", "WorldRows", "WorldVersion", "served_text"]
 
@@ -103,7 +108,14 @@ class ServedWorlds:
             return None
         base_hash, text = row
         fields: dict[str, Any] = await asyncio.to_thread(json.loads, text)
-        world = World.model_validate(fields).model_copy(update={"initial_state": await self._bases.get(base_hash)})
+        try:
+            served = World.model_validate(fields)
+        except ValidationError as exc:  # stored by a simia whose world format differs: read as not stored
+            log.warning(
+                "world %s stored in the database does not load (%s); looked for elsewhere", world_hash[:12], exc
+            )
+            return None
+        world = served.model_copy(update={"initial_state": await self._bases.get(base_hash)})
         self._stored.add(world_hash)
         self._read[world_hash] = world
         while len(self._read) > self._keep:

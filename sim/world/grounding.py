@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 from pydantic_core import to_json
 
 __all__ = [
@@ -115,7 +115,19 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True)
 
 
-class Precondition(_Strict):
+class _AsWritten(_Strict):
+    """A declaration whose meaning depends on which fields were written (`equals: null` is a test, an absent
+    `equals` is none): it serializes the fields that were written, so a dumped world (its content hash, the
+    copy the store keeps) loads back to the same declaration."""
+
+    @model_serializer(mode="wrap")
+    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        aliases = {name: field.alias or name for name, field in type(self).model_fields.items()}
+        return {aliases[name]: data[aliases[name]] for name in type(self).model_fields if name in self.model_fields_set}
+
+
+class Precondition(_AsWritten):
     """What must hold at `pointer` before the call does anything; `error` is the answer when it does not."""
 
     pointer: str = Field(description="A JSON Pointer template, e.g. /orders/{order_id}.")
@@ -141,7 +153,7 @@ class Precondition(_Strict):
         return "equals" if "equals" in self.model_fields_set else "schema"
 
 
-class Effect(_Strict):
+class Effect(_AsWritten):
     """One RFC 6902 operation the call applies to the state; `path`, `from` and `value` are templates."""
 
     op: Literal["add", "remove", "replace", "move", "copy", "test"]

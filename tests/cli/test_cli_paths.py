@@ -204,7 +204,9 @@ def test_the_readme_grpo_commands_run(tmp_path: Path) -> None:
     assert json.loads(multi.stdout.splitlines()[-1])["steps"] == 1
     with sqlite3.connect(tmp_path / "s.db") as db:
         transcripts = [
-            json.loads(t) for (t,) in db.execute("SELECT transcript FROM episodes WHERE parent_id IS NOT NULL")
+            # every rollout's episode (a group's first is its snapshot, the others fork it): each has a transcript
+            json.loads(t)
+            for (t,) in db.execute("SELECT transcript FROM episodes WHERE transcript IS NOT NULL")
         ]
     assert len(transcripts) == 4 + 2 and all(t and t[0]["role"] == "system" for t in transcripts)
     assert all(any(m["role"] == "assistant" for m in t) for t in transcripts)  # the judge read what the policy said

@@ -45,6 +45,38 @@ async def test_a_world_is_stored_once_per_content_hash_and_read_back_as_it_was_s
         await reader.close()
 
 
+async def test_a_world_with_declared_tools_reads_back_with_the_same_declarations(db_target: str) -> None:
+    """Retail's groundings test with `exists` or `equals` and apply effects with or without a value: which fields
+    were written is their meaning, and the stored copy keeps it (it once read back as invalid, every field set)."""
+    retail = load_world(ROOT / "tool_specs" / "retail")
+    store = open_store(db_target)
+    try:
+        await store.put_base(retail.base_state)
+        await store.put_world(retail)
+        served = await store.served_world(retail.content_hash)
+    finally:
+        await store.close()
+    assert served is not None and served.content_hash == retail.content_hash
+    assert [t.grounding for t in served.tools] == [t.grounding for t in retail.tools]
+
+
+async def test_a_stored_world_that_no_longer_loads_is_read_as_not_stored(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    store = open_store(db)
+    try:
+        await store.put_base(MOCK.base_state)
+        await store.put_world(MOCK)
+    finally:
+        await store.close()
+    with contextlib.closing(sqlite3.connect(db)) as raw, raw:
+        raw.execute("UPDATE worlds SET world = ?", ('{"name": "mock", "tools": "not a list"}',))
+    reader = open_store(db)
+    try:
+        assert await reader.served_world(MOCK.content_hash) is None
+    finally:
+        await reader.close()
+
+
 async def test_a_folder_world_that_differs_from_the_stored_one_is_reported_and_not_used(db_target: str) -> None:
     store = open_store(db_target)
     try:

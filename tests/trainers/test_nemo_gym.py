@@ -88,7 +88,7 @@ async def test_the_pages_recipe_config_and_command_score_each_row_with_its_store
     async with simia(tmp_path) as served, ChatModel().running() as model:
         recipe = (tmp_path / "rows.py").read_text(encoding="utf-8").replace(DOC_URL, served.url)
         (tmp_path / "rows.py").write_text(recipe, encoding="utf-8")
-        assert "3 rows: rows.jsonl" in await run(["python", "rows.py"], tmp_path, timeout=60)
+        assert "4 rows: rows.jsonl" in await run(["python", "rows.py"], tmp_path, timeout=60)  # the mock tasks
         config = (
             page_block("toml")
             .replace("https://api.openai.com/v1", model.base_url)

@@ -353,7 +353,7 @@ async def test_trls_openrewardspec_trains_on_the_ors_listener_with_the_stored_ve
     [_, _, wiring, _] = python_blocks("trainers/trl.md")
     async with simia(tmp_path) as served:
         [out] = await run_python(python, wiring.replace(DOC_ORS, served.ors) + TRL_DRIVER, tmp_path, timeout=300)
-        assert out["rows"] == 3 and {"prompt", "task_index", "id", "instruction"} <= set(out["columns"])
+        assert out["rows"] == 4 and {"prompt", "task_index", "id", "instruction"} <= set(out["columns"])
         assert out["prompt"].endswith("[user]\nSet the milk to 4 litres.")
         assert out["rewards"] == out["default"] == [1.0, 0.0] and out["finished"] == [True, True]
         for episode, reward in zip(out["episodes"], out["rewards"], strict=True):
