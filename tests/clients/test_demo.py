@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from simia.cli.demo import run_demo
 from simia.sim import load_world
+from simia.sim.verdict import outcome
 
 # About 2 minutes alone; beside three other workers building the trainers' venvs on the same 2 cores, over 5.
 pytestmark = [pytest.mark.local_model, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -28,6 +29,11 @@ async def test_the_demo_runs_a_judged_retail_episode_offline_and_exports_it(tmp_
     assert result["episode_id"].startswith("ep_")
     assert result["verdict"] is not None and result["verdict"].rule_checks  # judged, with the task's rules
     assert "Trajectory (" in text and "VERDICT    " in text and "simia serve --backend openai:" in text
-    record = json.loads((tmp_path / "sft.jsonl").read_text())
-    assert record["messages"][0]["role"] == "system" and len(record["tools"]) == 10
+    verdict = result["verdict"]
+    if verdict.training_reward() is None:  # the 135M judge may fail, or blame the user: never training data
+        assert not (tmp_path / "sft.jsonl").exists()
+        assert f"VERDICT    {outcome(verdict)}" in text and "export checks passed" not in text
+    else:
+        record = json.loads((tmp_path / "sft.jsonl").read_text())
+        assert record["messages"][0]["role"] == "system" and len(record["tools"]) == 10
     assert (tmp_path / "demo.db").is_file()

@@ -230,6 +230,12 @@ NAMES_ONLY = "names a command or a flag in prose; the blocks of the docs run the
 QUICK = "tests/bench/test_benches.py runs it --quick"
 FULL_SIZE = "minutes at full size, with targets; " + QUICK
 INLINE_NOT_RUN = {
+    "python bench/schema_validity.py 8": QUICK,
+    "simia rollout --curriculum": NAMES_ONLY,
+    "simia rollout --persona": NAMES_ONLY,
+    "simia serve --backend replay:DB": NAMES_ONLY,
+    "simia serve --max-real-sessions": NAMES_ONLY,
+    "simia serve --port 0": NAMES_ONLY,
     "simia import mcp --probe": NAMES_ONLY,
     "simia serve --backend replay:runs.db": (
         "tests/cli/test_replay_worlds.py runs `simia serve --backend replay:DB` as a subprocess after deleting the "
