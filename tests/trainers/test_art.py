@@ -22,7 +22,7 @@ from simia.testing.trainer_venvs import python_for, trainer_venv
 sys.path.insert(0, str(Path(__file__).parent))
 from live import PASS, Served, json_lines, page_blocks, run_command, serve_faked  # type: ignore[import-not-found]
 
-pytestmark = [pytest.mark.processes, pytest.mark.slow]
+pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.timeout(1200)]  # the first test builds the venv
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "trainers" / "art.md"

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from live import PASS, Served, json_lines, page_block, run_command, serve_faked  # type: ignore[import-not-found]
 from live import page_command as live_page_command  # type: ignore[import-not-found]
 
-pytestmark = [pytest.mark.processes, pytest.mark.slow]
+pytestmark = [pytest.mark.processes, pytest.mark.slow, pytest.mark.timeout(1200)]  # the first test builds the venv
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "trainers" / "verl.md"
