@@ -133,18 +133,19 @@ def scripted_policy(said: list[str], calls: list[dict[str, Any] | None] | None =
     return model, tokenizer
 
 
-def one_step(server: str, tmp_path: Path) -> GRPORun:
-    """One GRPO step on restock_milk: two generations of the tiny model, nothing saved."""
+def one_step(server: str, tmp_path: Path, tasks: str = "restock_milk", **options: Any) -> GRPORun:
+    """One GRPO step on `tasks`: two generations of the tiny model, nothing saved."""
     return GRPORun(
         server=server,
         world="mock",
-        tasks="restock_milk",
+        tasks=tasks,
         model="tiny",
         max_steps=1,
         num_generations=2,
         max_completion_length=160,
         output_dir=str(tmp_path / "g"),
         save=False,
+        **options,
     )
 
 
@@ -212,18 +213,7 @@ def test_progress_gives_a_group_whose_outcome_rewards_are_all_0_non_zero_advanta
     # (outcome 0, progress 3/4), the second's does nothing (outcome 0, progress 1/4: the rice it keeps)
     server = threaded_mock_server
     model, tokenizer = scripted_policy(["Done.", "Done."], [APPLES_6, None])
-    run = GRPORun(
-        server=server,
-        world="mock",
-        tasks="weekly_restock",
-        model="tiny",
-        max_steps=1,
-        num_generations=2,
-        max_completion_length=160,
-        output_dir=str(tmp_path / "g"),
-        save=False,
-        reward=reward,
-    )
+    run = one_step(server, tmp_path, "weekly_restock", reward=reward)
     result = grpo_train(run, served(server), model=model, tokenizer=tokenizer)
     step = result["log"][0]
     assert {k: step[k] for k in logged} == logged  # TRL zeroes the advantages of a group whose rewards do not vary
