@@ -95,7 +95,7 @@ class CallPipeline:
                         entry, episode_id, principal, tool, arguments, request_key
                     )
                 finally:
-                    entry.park()
+                    self.live.rest(episode_id, entry)
         finally:
             entry.users -= 1
             if entry.record is None or entry.record.status != "active":  # a call on a closed episode: keep nothing

@@ -93,16 +93,23 @@ async def test_a_patch_that_replaces_a_huge_subtree_is_accepted_and_its_size_rep
     assert "simia_large_state_patches_total 1.0" in metrics
 
 
-async def test_between_calls_a_live_episode_of_a_large_world_keeps_only_what_it_changed(
-    make_server: Any, worlds_dir: Path, tmp_path: Path
-) -> None:
+def _large_mock_world(worlds_dir: Path, tmp_path: Path) -> Path:
+    """The mock world with 3,000 more items (a collection worth parking)."""
     worlds = _mock_world_copy(worlds_dir, tmp_path)
     state_file = worlds / "mock" / "state.json"
     state = json.loads(state_file.read_text())
     state["items"].update({f"item{i}": {"qty": i % 100, "unit": "pieces"} for i in range(3_000)})
     state_file.write_text(json.dumps(state))
-    async with make_server(worlds_dir=worlds) as server, httpx.AsyncClient(base_url=server.url) as http:
-        episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+    return worlds
+
+
+async def test_between_calls_a_live_episode_of_a_large_world_keeps_only_what_it_changed(
+    make_server: Any, worlds_dir: Path, tmp_path: Path
+) -> None:
+    async with make_server(worlds_dir=_large_mock_world(worlds_dir, tmp_path)) as server:
+        server.app.service._live.hot = 0  # no state kept whole between calls: each episode parked after its call
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
         async with Client(episode["mcp_url"]) as client:
             await client.call_tool("set_quantity", {"name": "milk", "qty": 9})
         entry = server.app.service._live.get(episode["id"])
@@ -111,4 +118,26 @@ async def test_between_calls_a_live_episode_of_a_large_world_keeps_only_what_it_
         assert entry.parked.values == {("items", "milk"): {"qty": 9, "unit": "litres"}}
         assert await _quantity(episode["mcp_url"], "milk") == 9  # made whole again for the next call
         assert await _quantity(episode["mcp_url"], "item7") == 7
-        assert (await http.get(f"/v1/episodes/{episode['id']}")).json()["state"]["items"]["milk"]["qty"] == 9
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            assert (await http.get(f"/v1/episodes/{episode['id']}")).json()["state"]["items"]["milk"]["qty"] == 9
+
+
+async def test_the_most_recently_called_episodes_keep_their_states_whole_and_the_one_called_longest_ago_is_parked(
+    make_server: Any, worlds_dir: Path, tmp_path: Path
+) -> None:
+    async with make_server(worlds_dir=_large_mock_world(worlds_dir, tmp_path)) as server:
+        live = server.app.service._live
+        live.hot = 2
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            episodes = [(await http.post("/v1/episodes", json={"world": "mock"})).json() for _ in range(3)]
+        for n, episode in enumerate(episodes):
+            async with Client(episode["mcp_url"]) as client:
+                await client.call_tool("set_quantity", {"name": "milk", "qty": n + 1})
+        entries = [live.get(e["id"]) for e in episodes]
+        assert all(entry is not None and entry.record is not None for entry in entries)
+        whole = [entry.record.state is not None for entry in entries]  # type: ignore[union-attr]
+        parked = [entry.parked is not None for entry in entries]  # type: ignore[union-attr]
+        assert (whole, parked) == ([False, True, True], [True, False, False])  # the first, called longest ago
+        assert [await _quantity(e["mcp_url"], "milk") for e in episodes] == [1, 2, 3]
+        whole = [entry.record.state is not None for entry in entries]  # type: ignore[union-attr]
+        assert whole == [False, True, True]  # called in order again: the first parked again, by the third
