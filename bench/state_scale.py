@@ -2,7 +2,8 @@
 
     python bench/state_scale.py [--scales 0.1,1,4,16] [--episodes N] [--calls N] [--seed S] [--quick]
 
-For the shipped tiny `retail` world (the baseline, measured in the same run) and a generated retail world at
+For the shipped tiny `retail` world (the baseline, measured in the same run; served without its groundings, as
+the generated worlds have none, so every call of every world asks the model) and a generated retail world at
 each scale (bench/_retail_scale.py: 1x = 500 users, 1,000 orders, 50 products of 30-60 variants), one
 `simia serve` on SQLite on a real disk (`--synchronous NORMAL`, as bench/server_load.py) is answered by a
 flawless fake simulator in this process. After a warm-up episode (about each tool three times), N episodes
@@ -36,6 +37,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import statistics
@@ -47,10 +49,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _driver import PY, ROOT, Connection, call_tool, free_port
-from _retail_scale import ALIASES, REASONS, RetailIndex, RetailSimulator, address, load_state, world_dir, world_name
+from _retail_scale import (
+    ALIASES,
+    CACHE,
+    REASONS,
+    RetailIndex,
+    RetailSimulator,
+    address,
+    load_state,
+    world_dir,
+    world_name,
+)
 from simia.testing.fake_provider import serve_lean
 from simia.testing.processes import serve_process
 
@@ -131,7 +145,7 @@ class Figures:
 
 def subjects(scales: list[float], seed: int) -> list[Subject]:
     """The tiny world, then one generated world per scale (generated on first use, then cached)."""
-    tiny_dir = ROOT / "tool_specs"
+    tiny_dir = _undeclared_retail()
     out = [Subject("tiny", "retail", tiny_dir, load_state(tiny_dir, "retail"), _tool_names(tiny_dir / "retail"))]
     for scale in scales:
         start = time.perf_counter()
@@ -140,6 +154,20 @@ def subjects(scales: list[float], seed: int) -> list[Subject]:
         out.append(Subject(f"{scale:g}x", name, folder, load_state(folder, name), _tool_names(folder / name)))
         print(f"  world {name}: {out[-1].state_bytes / 1e6:.2f} MB ({time.perf_counter() - start:.1f} s, {folder})")
     return out
+
+
+def _undeclared_retail() -> Path:
+    """A worlds folder holding the shipped `retail` world without its groundings: the generated worlds declare
+    none, so every call of both asks the (fake) model, and the ratio compares like work (with them, the tiny world
+    would answer most lookups from its state, without a model request)."""
+    folder = CACHE / "retail-undeclared"
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(ROOT / "tool_specs" / "retail", folder / "retail")
+    spec = yaml.safe_load((folder / "retail" / "world.yaml").read_text(encoding="utf-8"))
+    for tool in spec.get("tools", []):
+        tool.pop("grounding", None)
+    (folder / "retail" / "world.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    return folder
 
 
 def _tool_names(folder: Path) -> list[str]:
