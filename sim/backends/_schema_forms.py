@@ -9,6 +9,7 @@ uses the exact schema: a form only shapes what a model may write.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["ANY_VALUE", "grammar_form", "object_rooted"]
@@ -40,8 +41,9 @@ def grammar_form(schema: Any, max_chars: int = 64, max_items: int = 6, *, patter
     - required members missing from `properties` are added to it (it would let them be left out);
     - a `pattern` must be anchored (`^...$`): an unanchored one is widened to `^.*(...).*$`;
       `patterns=False` drops them (for a pattern whose syntax the converter cannot read);
-    - unbounded strings and arrays get caps (`max_chars`, `max_items`): a 135M model under a grammar tends to
-      ramble until `max_tokens` and cut its JSON short.
+    - unbounded strings and arrays get caps (`max_chars`, `max_items`), and so do a pattern's unbounded
+      repetitions (`*` and `+` repeat at most `max_chars` times): a 135M model under a grammar tends to ramble
+      until `max_tokens` and cut its JSON short (in a JSON Pointer, `/mocap/mocap/...`).
 
     Keywords the converter ignores (`minimum`, `not`, ...) stay: the grammar is then looser than the schema
     there, and the simulator's check (with its retry) still applies.
@@ -86,7 +88,7 @@ def grammar_form(schema: Any, max_chars: int = 64, max_items: int = 6, *, patter
         out["properties"] = {**out.get("properties", {}), **{n: again(ANY_VALUE) for n in missing}}
     if isinstance(out.get("pattern"), str):
         if patterns:
-            out["pattern"] = _anchored(out["pattern"])
+            out["pattern"] = _capped(_anchored(out["pattern"]), max_chars)
         else:
             del out["pattern"]
     if kind == "string" and "maxLength" not in out and not {"enum", "const", "pattern", "format"} & set(out):
@@ -117,23 +119,35 @@ def _anchored(pattern: str) -> str:
     ends = pattern.endswith("$") and not pattern.endswith("\\$")
     body = pattern[1 if starts else 0 : -1 if ends else None]
     anchored = ("^" if starts else "^.*") + (body if starts and ends else f"({body})") + ("$" if ends else ".*$")
-    out, i, in_class = [], 0, False
-    while i < len(anchored):
-        char = anchored[i]
-        if char == "\\":
-            out.append(anchored[i : i + 2])
-            i += 2
-            continue
-        if not in_class and char == "[":
-            in_class = True
-            negated = anchored.startswith("[^", i)
-            out.append('[^"\\\\' if negated else "[")
-            i += 2 if negated else 1
-            continue
-        in_class = in_class and char != "]"
-        out.append('[^"\\\\]' if char == "." and not in_class else char)
-        i += 1
+    out = []
+    for token, outside in _tokens(anchored):
+        if token in ("[", "[^"):
+            out.append('[^"\\\\' if token == "[^" else "[")
+        else:
+            out.append('[^"\\\\]' if token == "." and outside else token)
     return "".join(out)
+
+
+def _capped(pattern: str, times: int) -> str:
+    """`pattern` with each unbounded repetition (`*`, `+` outside a character class) repeating at most `times`."""
+    caps = {"*": f"{{0,{times}}}", "+": f"{{1,{times}}}"}
+    return "".join(caps.get(token, token) if outside else token for token, outside in _tokens(pattern))
+
+
+def _tokens(pattern: str) -> Iterator[tuple[str, bool]]:
+    """A regex's tokens (an escape pair, a class's opening `[` or `[^`, or one character), each with whether it is
+    outside a character class (a class's opening counts as outside, its other characters and `]` as inside)."""
+    i, in_class = 0, False
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            token = pattern[i : i + 2]
+        elif pattern[i] == "[" and not in_class:
+            token = "[^" if pattern.startswith("[^", i) else "["
+        else:
+            token = pattern[i]
+        yield token, not in_class
+        in_class = token in ("[", "[^") or (in_class and token != "]")
+        i += len(token)
 
 
 def object_rooted(schema: dict[str, Any]) -> dict[str, Any]:

@@ -289,6 +289,4 @@ def merged_patch(plan: Plan, patch: list[dict[str, Any]]) -> list[dict[str, Any]
 def undeclared(world: World) -> World:
     """`world` with no tool's grounding: every call is model-answered (the baseline a declaration is measured
     against, and a world where a tool's simulation itself is under test)."""
-    tools = [tool.model_copy(update={"grounding": None}) for tool in world.tools]
-    fields = {name: getattr(world, name) for name in type(world).model_fields}
-    return type(world).model_construct(**{**fields, "tools": tools})  # not model_copy: it keeps the cached hash
+    return world.model_copy(update={"tools": [tool.model_copy(update={"grounding": None}) for tool in world.tools]})

@@ -25,7 +25,7 @@ from ..storage import ResponseCache, cache_key
 from ..world import State, ToolSpec, World, apply_patch, as_state, compact_json
 from .grounded import Broken, Plan, Refused, contradiction, facts, merged_patch, plan_call
 from .index import StateIndexes
-from .prompts import PROMPT_VERSION, answer_schema, system_prompt, user_prompt
+from .prompts import MAX_ROOTS, PROMPT_VERSION, answer_schema, system_prompt, user_prompt
 from .slicing import StateView, state_view
 
 __all__ = ["ErrorKind", "Simulator", "Step", "ToolCall", "check_call"]
@@ -177,7 +177,7 @@ class Simulator:
         self.temperature = temperature
         self.max_argument_bytes = max_argument_bytes
         self._system: dict[str, str] = {}
-        self._schemas: dict[tuple[str, str], dict[str, Any]] = {}  # (world hash, tool) -> answer schema
+        self._schemas: dict[tuple[str, str, tuple[str, ...] | None], dict[str, Any]] = {}  # (world, tool, roots) ->
         self.indexes = indexes if indexes is not None else StateIndexes()
 
     def build_messages(
@@ -199,7 +199,7 @@ class Simulator:
         if system is None:
             system = self._system[world.content_hash] = system_prompt(world)
         recent = list(window)[-world.simulator.window :] if world.simulator.window else []
-        user = user_prompt(call.tool, call.arguments_json, view.text, recent, sliced=view.sliced)
+        user = user_prompt(call.tool, call.arguments_json, view.text, recent)
         if plan is not None:
             user = f"{user}\n\n{facts(plan)}"
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -244,11 +244,16 @@ class Simulator:
                 return _finish(result, call, Usage(), start, 0, cached=True, model=self.backend.model)
         return await self._simulate(world, tool, state, current, window, call, view, seed, keys, start, plan)
 
-    def _answer_schema(self, world: World, tool: ToolSpec) -> dict[str, Any]:
-        """The answer schema of `tool`, built once per world and tool, not on every call."""
-        schema = self._schemas.get((world.content_hash, tool.name))
+    def _answer_schema(self, world: World, tool: ToolSpec, state: State) -> dict[str, Any]:
+        """The answer schema of `tool` on a state with `state`'s top-level members, built once per world, tool
+        and members (they rarely change), not on every call."""
+        roots = tuple(state) if len(state) <= MAX_ROOTS else None
+        key = (world.content_hash, tool.name, roots)
+        schema = self._schemas.get(key)
         if schema is None:
-            schema = self._schemas[(world.content_hash, tool.name)] = answer_schema(world, tool)
+            if len(self._schemas) > 4096:
+                self._schemas.clear()
+            schema = self._schemas[key] = answer_schema(world, tool, roots)
         return schema
 
     def _cache_keys(
@@ -288,7 +293,7 @@ class Simulator:
         plan: Plan | None,
     ) -> Step:
         """Ask the model, feeding each invalid answer's problem back, up to `max_attempts` times."""
-        schema = self._answer_schema(world, tool)
+        schema = self._answer_schema(world, tool, current)
         messages = self._messages(world, window, call, view, plan)
         usage = Usage()
         last_problem = ""

@@ -390,6 +390,14 @@ class World(_Strict):
     def tool(self, name: str) -> ToolSpec | None:
         return self.tools_by_name.get(name)
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> World:
+        """A copy with `update` applied, whose derived values (hash, tools by name, ...) are derived again: a
+        plain pydantic copy would keep those of the original."""
+        copy = super().model_copy(update=update, deep=deep)
+        for name in [n for n, v in vars(type(self)).items() if isinstance(v, cached_property)]:
+            copy.__dict__.pop(name, None)
+        return copy
+
     def task(self, task_id: str) -> Task | None:
         return next((task for task in self.tasks if task.id == task_id), None)
 

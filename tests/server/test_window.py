@@ -28,6 +28,6 @@ async def test_an_infra_failure_never_enters_the_simulators_window(make_server: 
             await client.call_tool("get_item", {"name": "rice"})
     assert not first.is_error
     assert failed.is_error and failed.meta and failed.meta["simia/error_kind"] == "infra"
-    window = prompts[-1].split("Current state")[0]
+    window = prompts[-1].split("Recent calls", 1)[1]
     assert "1. get_item" in window and '"milk"' in window  # the answered call is there
     assert '"apple"' not in window and "2. " not in window  # the failed one is not

@@ -222,3 +222,13 @@ def test_a_state_over_the_size_limit_is_refused_naming_the_limit_and_how_to_rais
     raw["simulator"]["max_state_bytes"] = 1_000_000
     world_file.write_text(yaml.safe_dump(raw))
     assert len(load_world(folder).initial_state["items"]) == 103
+
+
+def test_a_copy_of_a_world_derives_its_hash_and_tool_lookup_again() -> None:
+    world = load_world(ROOT / "tool_specs" / "retail")
+    tool = world.tool("get_order_details")  # derived values computed before the copy
+    assert tool is not None and tool.grounding is not None
+    before = world.content_hash
+    copy = world.model_copy(update={"tools": [t.model_copy(update={"grounding": None}) for t in world.tools]})
+    assert copy.tool("get_order_details") == tool.model_copy(update={"grounding": None})
+    assert copy.content_hash != before and world.content_hash == before

@@ -153,7 +153,9 @@ async def _no_sleep(seconds: float) -> None:
     return None
 
 
-def test_prompt_puts_the_stable_world_part_first_and_state_and_call_last(mock: World) -> None:
+def test_prompt_puts_the_stable_world_part_first_then_state_call_and_the_window_last(mock: World) -> None:
+    """The user message runs from the least changing part to the most: the state (changed by writes only),
+    the call, then the window (changed by every call), so a provider's prefix cache reaches into it."""
     sim = Simulator(ScriptedBackend([]))
     window = [PastCall("get_item", {"name": "apple"}, {"name": "apple", "qty": 3}, False)]
     first = sim.build_messages(mock, mock.initial_state, [], ToolCall("list_items", {}))
@@ -161,9 +163,22 @@ def test_prompt_puts_the_stable_world_part_first_and_state_and_call_last(mock: W
     assert first[0] == second[0]  # identical system message across calls: providers' prefix caches hit
     system = first[0]["content"]
     assert "set_quantity" in system and "Quantities are whole numbers" in system
-    user = second[1]["content"]
-    assert user.index("Recent calls") < user.index("Current state") < user.index("Call: get_item")
-    assert user.endswith('Arguments: {"name":"rice"}')
+    assert second[1]["content"] == (
+        'Current state:\n{"items":{}}\n\nCall: get_item\nArguments: {"name":"rice"}\n\n'
+        'Recent calls before it (oldest first):\n1. get_item {"name":"apple"} -> {"name":"apple","qty":3}'
+    )
+    assert first[1]["content"].endswith("Arguments: {}")  # no window, no heading
+
+
+def test_the_note_on_a_sliced_state_is_in_the_stable_system_message_not_in_each_call(mock: World) -> None:
+    """Whether a state is shown whole or in part, the user message heads it the same way: the rule that
+    records left out exist unchanged is world-stable text, cached with the system message."""
+    items = {f"item{i:04d}": {"qty": i % 100, "unit": "pieces"} for i in range(2000)}
+    sim = Simulator(ScriptedBackend([]))
+    whole = sim.build_messages(mock, mock.initial_state, [], ToolCall("list_items", {}))
+    sliced = sim.build_messages(mock, {"items": items}, [], ToolCall("get_item", {"name": "item0042"}))
+    assert [m["content"].split("\n", 1)[0] for m in (whole[1], sliced[1])] == ["Current state:"] * 2
+    assert "left out\n   (counted); those exist unchanged" in sliced[0]["content"] and whole[0] == sliced[0]
 
 
 def test_hidden_task_information_never_reaches_the_simulator_prompt(mock: World) -> None:

@@ -162,11 +162,12 @@ def test_the_grammar_form_keeps_what_llama_cpps_converter_would_drop() -> None:
         "anyOf": [{"type": "string", "enum": ["a", None]}, {"type": "null", "enum": ["a", None]}]
     }
     wildcard = '[^"\\\\]'  # any character but a quote or a backslash, which would end the JSON string
-    assert grammar_form({"type": "string", "pattern": "[0-9]+"}) == {
+    assert grammar_form({"type": "string", "pattern": "[0-9]+"}) == {  # repetitions capped, as strings are
         "type": "string",
-        "pattern": f"^{wildcard}*([0-9]+){wildcard}*$",
+        "pattern": f"^{wildcard}{{0,64}}([0-9]{{1,64}}){wildcard}{{0,64}}$",
     }
-    assert grammar_form({"type": "string", "pattern": "^#W[0-9]+$"}) == {"type": "string", "pattern": "^#W[0-9]+$"}
+    assert grammar_form({"type": "string", "pattern": "^#W[0-9]+$"}) == {"type": "string", "pattern": "^#W[0-9]{1,64}$"}
+    assert grammar_form({"type": "string", "pattern": "^[*+]\\*(a|b)*$"})["pattern"] == "^[*+]\\*(a|b){0,64}$"
     assert grammar_form({"type": "object", "required": ["id"]})["properties"] == {"id": grammar_form(ANY_VALUE)}
     assert grammar_form({"allOf": [{"type": "string"}, {"minLength": 2}]}) == {
         "type": "string",
@@ -179,3 +180,95 @@ def test_the_grammar_form_keeps_what_llama_cpps_converter_would_drop() -> None:
         "minItems": 9,
         "maxItems": 9,
     }
+
+
+RETAIL = load_world(ROOT / "tool_specs" / "retail")
+ROOTS = tuple(RETAIL.initial_state)  # users, orders, products
+
+
+def patched(*operations: dict[str, Any], output: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A success with these operations (by default of retail's `cancel_pending_order`)."""
+    output = output or {"order_id": "#W1001", "status": "cancelled", "refund_amount": 19.99}
+    return {"is_error": False, "error_code": None, "message": "ok", "output": output, "state_patch": list(operations)}
+
+
+@pytest.mark.parametrize(
+    ("operation", "applies"),
+    [
+        ({"op": "replace", "path": "/orders/#W1001/status", "value": "cancelled"}, True),
+        ({"op": "add", "path": "/returns", "value": {}}, True),  # a new top-level member
+        (
+            {
+                "op": "add",
+                "path": "/orders/#W1009",
+                "value": {**RETAIL.initial_state["orders"]["#W1001"], "order_id": "#W1009"},
+            },
+            True,
+        ),
+        ({"op": "copy", "from": "/users/mia_lee_1021", "path": "/archived"}, True),
+        ({"op": "replace", "path": "", "value": dict(RETAIL.initial_state)}, True),  # the whole state, by an object
+        ({"op": "add", "path": "/returns/R1", "value": {}}, False),  # under a member the state lacks
+        ({"op": "remove", "path": "/returns"}, False),
+        ({"op": "replace", "path": "//x", "value": 1}, False),  # an empty first token: no such member
+        ({"op": "move", "from": "/returns", "path": "/orders/x"}, False),
+        ({"op": "remove", "path": ""}, False),  # the whole state is never removed
+        ({"op": "replace", "path": "", "value": 5}, False),  # nor replaced by a non-object
+    ],
+)
+async def test_on_a_known_state_the_schema_keeps_exactly_the_patch_paths_that_apply(
+    operation: dict[str, Any], applies: bool
+) -> None:
+    tool = RETAIL.tool("cancel_pending_order")
+    assert tool is not None
+    answer = patched(operation)
+    step = await Simulator(ScriptedBackend([answer]), max_attempts=1).step(
+        modelled(RETAIL),
+        RETAIL.initial_state,
+        [],
+        ToolCall(tool.name, {"order_id": "#W1001", "reason": "ordered by mistake"}),
+    )
+    assert (step.error_kind != "infra", accepts(answer_schema(RETAIL, tool, ROOTS), answer)) == (applies, applies), step.detail
+    assert accepts(answer_schema(RETAIL, tool), answer)  # the generic pointer, without the state, is looser
+
+
+def test_a_member_built_and_filled_in_one_patch_is_written_as_one_add_instead() -> None:
+    # The one narrowing: both patches apply; the schema keeps the second, which makes the same change.
+    tool = RETAIL.tool("cancel_pending_order")
+    assert tool is not None
+    schema = answer_schema(RETAIL, tool, ROOTS)
+    two = patched({"op": "add", "path": "/returns", "value": {}}, {"op": "add", "path": "/returns/R1", "value": 1})
+    assert not accepts(schema, two)
+    assert accepts(schema, patched({"op": "add", "path": "/returns", "value": {"R1": 1}}))
+
+
+def test_an_empty_state_can_only_be_added_to() -> None:
+    world = modelled(load_world(ROOT / "tests" / "fixtures" / "imported" / "memory"))
+    tool = world.tool("create_entities")
+    assert tool is not None and world.initial_state == {}
+    schema = answer_schema(world, tool, ())
+    output = schema_instance(tool.output_schema or {"type": "object"}, seed=tool.name)
+    assert accepts(schema, patched({"op": "add", "path": "/entities", "value": {"Ada": {}}}, output=output))
+    assert not accepts(schema, patched({"op": "add", "path": "/entities/Ada", "value": {}}, output=output))
+    assert not accepts(schema, patched({"op": "remove", "path": "/entities"}, output=output))
+    grammar = pytest.importorskip("llama_cpp.llama_grammar", reason="needs the `local` extra")
+    assert "root ::= " in grammar.json_schema_to_gbnf(json.dumps(grammar_form(schema)))
+
+
+async def test_the_simulator_sends_the_schema_of_the_states_members() -> None:
+    tool = RETAIL.tool("cancel_pending_order")
+    assert tool is not None
+    backend = ScriptedBackend([patched({"op": "add", "path": "/returns", "value": {}})])
+    call = ToolCall(tool.name, {"order_id": "#W1001", "reason": "ordered by mistake"})
+    step = await Simulator(backend, max_attempts=1).step(modelled(RETAIL), RETAIL.initial_state, [], call)
+    assert step.error_kind is None
+    assert backend.requests[-1].schema == answer_schema(RETAIL, tool, ROOTS)
+
+
+def test_keys_with_regex_and_pointer_metacharacters_are_matched_literally() -> None:
+    tool = RETAIL.tool("cancel_pending_order")
+    assert tool is not None
+    schema = answer_schema(RETAIL, tool, ("a.b", "we~ird/key", "x|y"))
+    assert accepts(schema, patched({"op": "remove", "path": "/we~0ird~1key/1"}))
+    assert accepts(schema, patched({"op": "remove", "path": "/a.b"}))
+    assert not accepts(schema, patched({"op": "remove", "path": "/aXb"}))
+    assert not accepts(schema, patched({"op": "remove", "path": "/x"}))
