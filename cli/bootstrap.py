@@ -1,4 +1,5 @@
-"""`simia bootstrap`: a model drafts the state and tasks of a world that has tools but lacks them."""
+"""`simia bootstrap`: a model drafts the state and tasks of a world that has tools but lacks them, and the
+groundings of its tools that declare none."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def _folder(args: argparse.Namespace) -> Path:
 def _bootstrap(args: argparse.Namespace) -> int:
     folder = _folder(args)
     model = backend(args.backend, args)
-    config = BootstrapConfig(entities=args.entities, tasks=args.tasks, force=args.force)
+    config = BootstrapConfig(entities=args.entities, tasks=args.tasks, force=args.force, groundings=args.groundings)
     try:
         report = asyncio.run(bootstrap(folder, model, config))
     except WorldError as exc:
@@ -48,5 +49,11 @@ def register(sub: Any) -> None:
     p.add_argument("--entities", type=positive, default=3, help="records per collection in the drafted state (3)")
     p.add_argument("--tasks", type=positive, default=5, help="tasks the world should have when done (5)")
     p.add_argument("--force", action="store_true", help="replace hand-written state.json, state_schema and tasks")
+    p.add_argument(
+        "--no-groundings",
+        dest="groundings",
+        action="store_false",
+        help="do not draft groundings for the tools that declare none (drafted, each is kept only if it runs)",
+    )
     add_worlds_dir(p)
     p.set_defaults(func=_bootstrap)

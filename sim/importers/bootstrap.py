@@ -1,4 +1,5 @@
-"""Bootstrapping a world: a model drafts the state (with its schema) and the tasks a world with tools lacks.
+"""Bootstrapping a world: a model drafts the state (with its schema), the tasks a world with tools lacks and the
+groundings of tools that declare none (`simia.sim.importers.drafted_groundings`).
 
 Every draft is checked before anything is written: the state must fit the drafted schema;
 each task's `expected_state` rules must fail on
@@ -30,6 +31,8 @@ from ..errors import BackendError, StateError, WorldError
 from ..judging import rule_checks
 from ..schema import validate_instance
 from ..world import Task, World, apply_patch, atomic_write_text, is_missing, load_world, resolve_pointer, world_card
+from .drafted_groundings import ANSWER as GROUNDINGS_ANSWER
+from .drafted_groundings import draft_groundings
 from .imported import REPORT_FILE, SKELETON_KEY, normal_modes
 
 __all__ = ["BootstrapConfig", "BootstrapReport", "bootstrap", "check_task"]
@@ -73,6 +76,7 @@ class BootstrapConfig:
         force: replace hand-written state.json / tasks.jsonl / state_schema.
         max_attempts: drafts tried (problems fed back) before a part is dropped.
         max_tokens: cap on each model answer.
+        groundings: draft groundings for the tools that declare none (`simia.sim.importers.drafted_groundings`).
     """
 
     entities: int = 3
@@ -80,6 +84,7 @@ class BootstrapConfig:
     force: bool = False
     max_attempts: int = 3
     max_tokens: int = 4096
+    groundings: bool = True
 
 
 @dataclass
@@ -92,16 +97,20 @@ class BootstrapReport:
     tasks_written: list[str] = field(default_factory=list)
     tasks_kept: list[str] = field(default_factory=list)
     tasks_dropped: list[dict[str, Any]] = field(default_factory=list)
+    groundings_written: list[str] = field(default_factory=list)
+    groundings_dropped: list[dict[str, Any]] = field(default_factory=list)
     model_calls: int = 0
     last_model_problem: str = ""
 
     def render(self) -> str:
         lines = [
             f"world {self.world}: state {self.state}; tasks written {len(self.tasks_written)}, "
-            f"kept {len(self.tasks_kept)}, dropped {len(self.tasks_dropped)} ({self.model_calls} model calls)"
+            f"kept {len(self.tasks_kept)}, dropped {len(self.tasks_dropped)}; groundings written "
+            f"{len(self.groundings_written)}, dropped {len(self.groundings_dropped)} ({self.model_calls} model calls)"
         ]
         lines += [f"  state problem: {p}" for p in self.state_problems[:5]]
         lines += [f"  dropped task {d['id']}: {'; '.join(d['problems'][:3])}" for d in self.tasks_dropped]
+        lines += [f"  dropped grounding {d['tool']}: {'; '.join(d['problems'][:3])}" for d in self.groundings_dropped]
         return "\n".join(lines)
 
 
@@ -321,8 +330,23 @@ async def bootstrap(folder: str | Path, backend: Backend, config: BootstrapConfi
             world, state, schema, backend, config, report, {t.id for t in existing}, config.tasks - len(existing)
         )
     report.tasks_written = [t.id for t in new]
+    groundings: dict[str, dict[str, Any]] = {}
+    if config.groundings and state:
+
+        async def ask(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+            return await _complete(backend, messages, GROUNDINGS_ANSWER, "world_groundings", config, report)
+
+        groundings, report.groundings_dropped = await draft_groundings(world, state, ask, config.max_attempts)
+        report.groundings_written = list(groundings)
     written = _write(
-        folder, raw_world, schema, state, [*existing, *new], report, changed_state=report.state.startswith("drafted")
+        folder,
+        raw_world,
+        schema,
+        state,
+        [*existing, *new],
+        report,
+        changed_state=report.state.startswith("drafted"),
+        groundings=groundings,
     )
     atomic_write_text(folder / "bootstrap_report.json", json.dumps(asdict(report), indent=1) + "\n")
     normal_modes(folder, [*written, "bootstrap_report.json"])
@@ -347,15 +371,21 @@ def _write(
     report: BootstrapReport,
     *,
     changed_state: bool,
+    groundings: dict[str, dict[str, Any]],
 ) -> list[str]:
     """Write the files, after checking in a scratch copy that the whole folder loads; returns their names."""
     files: dict[str, str] = {}
+    new_world = dict(raw_world)
     if changed_state:
         files["state.json"] = json.dumps(state, indent=1, ensure_ascii=False) + "\n"
         if raw_world.get("state_schema") != schema:
-            files["world.yaml"] = yaml.safe_dump(
-                {**raw_world, "state_schema": schema}, sort_keys=False, allow_unicode=True
-            )
+            new_world["state_schema"] = schema
+    if groundings and isinstance(raw_world.get("tools"), list):
+        new_world["tools"] = [_grounded(tool, groundings) for tool in raw_world["tools"]]
+    elif groundings:  # the tools are in tools.json (an MCP import keeps the server's answer there)
+        files["tools.json"] = _grounded_tools_json(folder / "tools.json", groundings)
+    if new_world != raw_world:
+        files["world.yaml"] = yaml.safe_dump(new_world, sort_keys=False, allow_unicode=True)
     if report.tasks_written:
         files["tasks.jsonl"] = "".join(
             json.dumps(t.model_dump(exclude_defaults=True), ensure_ascii=False) + "\n" for t in tasks
@@ -374,6 +404,23 @@ def _write(
     for name, text in files.items():
         atomic_write_text(folder / name, text)
     return list(files)
+
+
+def _grounded(tool: Any, groundings: dict[str, dict[str, Any]]) -> Any:
+    """A tool entry of world.yaml or tools.json with its drafted grounding, if it got one."""
+    if isinstance(tool, dict) and tool.get("name") in groundings:
+        return {**tool, "grounding": groundings[tool["name"]]}
+    return tool
+
+
+def _grounded_tools_json(path: Path, groundings: dict[str, dict[str, Any]]) -> str:
+    """tools.json (a list of tools, or a tools/list answer holding one) with the drafted groundings added."""
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(raw, dict) and isinstance(raw.get("tools"), list):
+        raw = {**raw, "tools": [_grounded(tool, groundings) for tool in raw["tools"]]}
+    elif isinstance(raw, list):
+        raw = [_grounded(tool, groundings) for tool in raw]
+    return json.dumps(raw, indent=1, ensure_ascii=False) + "\n"
 
 
 def _copy_world(source: Path, target: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from simia.sim.engine.grounded import plan_call
 from simia.sim.importers import BootstrapConfig, bootstrap, check_task, import_openapi, load_spec
 from simia.sim.judging import rule_checks
 from simia.sim.schema import validate_instance
-from simia.sim.world import Task, write_world
+from simia.sim.world import Grounding, Task, write_world
 from simia.testing import FakeProvider
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -91,7 +92,7 @@ async def test_a_rerun_keeps_what_exists_and_force_replaces_it(tmp_path: Path) -
     report = await bootstrap(folder, again, BootstrapConfig(tasks=2))
     assert report.state == "kept (existing state.json)" and report.tasks_kept == ["restock_milk"]
     assert load_world(folder).initial_state == hand  # the hand-written state survived
-    assert all(r.schema_name == "world_tasks" for r in again.requests)  # no state was drafted
+    assert {r.schema_name for r in again.requests} == {"world_tasks", "world_groundings"}  # no state was drafted
     forced = await bootstrap(folder, FunctionBackend(drafter), BootstrapConfig(tasks=1, force=True))
     assert forced.state == "drafted" and load_world(folder).initial_state == STATE
 
@@ -278,3 +279,72 @@ async def test_bootstrapped_files_get_the_modes_new_files_get(tmp_path: Path) ->
     os.umask(mask)
     modes = {name: stat.S_IMODE((folder / name).stat().st_mode) for name in ("state.json", "world.yaml", "tasks.jsonl")}
     assert modes == dict.fromkeys(modes, 0o666 & ~mask)
+
+
+GET_ITEM = {"read": {"pointer": "/items/{name}", "missing": "item_not_found"}, "mode": "guided"}
+
+
+def grounding_drafter(proposals: list[list[dict[str, Any]]]) -> Any:
+    """A model that drafts the pantry's state and tasks, then each next batch of grounding proposals."""
+    batches = iter(proposals)
+
+    def answer(request: CompletionRequest) -> dict[str, Any]:
+        if request.schema_name == "world_groundings":
+            return {"groundings": next(batches)}
+        return drafter(request)
+
+    return answer
+
+
+async def test_groundings_are_drafted_for_undeclared_tools_and_kept_only_when_they_run_on_the_state(
+    tmp_path: Path,
+) -> None:
+    folder = tools_only_world(tmp_path)
+    exact = {"tool": "get_item", "grounding": {"read": {"pointer": "/items/{name}", "missing": "item_not_found"}}}
+    not_an_argument = {"tool": "list_items", "grounding": {"read": {"pointer": "/items/{kind}", "key": "items"}}}
+    exists = {"pointer": "/items/{name}", "exists": True, "error": "gone"}
+    unknown_code = {"tool": "set_quantity", "grounding": {"preconditions": [exists]}}
+    wrong_layout = {
+        "tool": "set_quantity",
+        "grounding": {"effects": [{"op": "replace", "path": "/stock/{name}", "value": "{qty}"}]},
+    }
+    batches = [[exact, not_an_argument, unknown_code], [{"tool": "get_item", "grounding": GET_ITEM}, wrong_layout], []]
+    backend = FunctionBackend(grounding_drafter(batches))
+    report = await bootstrap(folder, backend, BootstrapConfig(tasks=1))
+    assert report.groundings_written == ["get_item"]
+    dropped = {d["tool"]: " ".join(d["problems"]) for d in report.groundings_dropped}
+    assert set(dropped) == {"list_items", "set_quantity"}
+    assert "kind" in dropped["list_items"] and "/stock" in dropped["set_quantity"]
+    told = str([r for r in backend.requests if r.schema_name == "world_groundings"][1].messages[-1]["content"])
+    # an exact read of records without `name` runs, but its answer would break get_item's outputSchema
+    assert 'called with {"name":"apple"} on the drafted state it fails' in told and "outputSchema" in told
+    assert "'gone'" in told
+    world = load_world(folder)  # what was written loads, and plans from the state
+    get_item = world.tools_by_name["get_item"]
+    assert get_item.grounding == Grounding.model_validate(GET_ITEM)
+    assert plan_call(world, get_item, world.base_state, {"name": "apple"}).output == STATE["items"]["apple"]  # type: ignore[union-attr]
+    assert world.tools_by_name["list_items"].grounding is None
+    assert "groundings written 1, dropped 2" in report.render()
+
+
+async def test_an_mcp_imports_tools_json_gets_the_groundings_and_no_groundings_drafts_none(tmp_path: Path) -> None:
+    folder = tmp_path / "memory"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "imported" / "memory", folder)
+    graph = {"entities": [{"name": "Ada", "entityType": "person", "observations": ["writes code"]}], "relations": []}
+    read_graph = {"read": {"pointer": "/graph"}}
+
+    def answer(request: CompletionRequest) -> dict[str, Any]:
+        if request.schema_name == "world_state":
+            return {"state_schema": {"type": "object"}, "state": {"graph": graph}}
+        if request.schema_name == "world_groundings":
+            return {"groundings": [{"tool": "read_graph", "grounding": read_graph}]}
+        return {"tasks": []}
+
+    skipped = await bootstrap(folder, FunctionBackend(answer), BootstrapConfig(tasks=1, groundings=False))
+    assert skipped.groundings_written == [] and load_world(folder).tools_by_name["read_graph"].grounding is None
+    report = await bootstrap(folder, FunctionBackend(answer), BootstrapConfig(tasks=1))
+    assert report.groundings_written == ["read_graph"]
+    tools = json.loads((folder / "tools.json").read_text())
+    assert [t["name"] for t in tools if "grounding" in t] == ["read_graph"]
+    world = load_world(folder)
+    assert plan_call(world, world.tools_by_name["read_graph"], world.base_state, {}).output == graph  # type: ignore[union-attr]
