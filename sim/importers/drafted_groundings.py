@@ -13,15 +13,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..engine.grounded import Broken, Plan, plan_call
-from ..world import Grounding, ToolSpec, World, as_state, compact_json, is_missing, resolve_pointer, world_card
-from ..world.grounding import fill_pointer, template_names
-from ..world.validation import IssueCollector, check_grounding
+from ..world import (
+    Grounding,
+    ToolSpec,
+    World,
+    as_state,
+    compact_json,
+    fill_pointer,
+    grounding_issues,
+    is_missing,
+    resolve_pointer,
+    template_names,
+    world_card,
+)
 
 __all__ = ["ANSWER", "draft_groundings", "grounding_problems"]
 
@@ -106,11 +115,9 @@ def grounding_problems(world: World, tool: ToolSpec, raw: Any, state: dict[str, 
     except ValidationError as exc:
         return [f"{'.'.join(map(str, e['loc'])) or 'grounding'}: {e['msg']}" for e in exc.errors()[:3]]
     declared = tool.model_copy(update={"grounding": grounding})
-    issues = IssueCollector(Path(world.source or "."))
-    codes = [e.code for e in world.error_codes(declared)]
-    check_grounding(declared, "world.yaml", "grounding", lambda: [state], codes, issues)
-    if issues.issues:
-        return [f"{i.path}: {i.message}" + (f" ({i.hint})" if i.hint else "") for i in issues.issues[:3]]
+    issues = grounding_issues(declared, state, [e.code for e in world.error_codes(declared)])
+    if issues:
+        return [f"{i.path}: {i.message}" + (f" ({i.hint})" if i.hint else "") for i in issues[:3]]
     tools = [declared if t.name == tool.name else t for t in world.tools]
     trial = world.model_copy(update={"tools": tools, "initial_state": state})
     arguments = witness(declared, grounding, state)

@@ -58,6 +58,7 @@ from .tool_views import (
     tool_card,
     world_card,
 )
+from .validation import grounding_issues
 
 __all__ = [
     "ABSENT",
@@ -98,6 +99,7 @@ __all__ = [
     "fill_jsonpath",
     "fill_pointer",
     "fill_value",
+    "grounding_issues",
     "is_missing",
     "load_world",
     "load_worlds",

@@ -198,6 +198,14 @@ def is_json_pointer(text: str) -> bool:
 _EXAMPLE_QUERY = "$.products[?@.category == {category}]"
 
 
+def grounding_issues(tool: ToolSpec, state: dict[str, Any], codes: Sequence[str]) -> list[WorldIssue]:
+    """The problems `check_grounding` finds in `tool`'s grounding on a world whose initial state is `state` (for a
+    declaration not yet in a file: each issue's path starts at `grounding`)."""
+    issues = IssueCollector(Path("."))
+    check_grounding(tool, "world.yaml", "grounding", lambda: [state], codes, issues)
+    return issues.issues
+
+
 def check_grounding(
     tool: ToolSpec,
     file: str,

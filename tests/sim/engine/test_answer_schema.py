@@ -227,7 +227,8 @@ async def test_on_a_known_state_the_schema_keeps_exactly_the_patch_paths_that_ap
         [],
         ToolCall(tool.name, {"order_id": "#W1001", "reason": "ordered by mistake"}),
     )
-    assert (step.error_kind != "infra", accepts(answer_schema(RETAIL, tool, ROOTS), answer)) == (applies, applies), step.detail
+    assert (step.error_kind != "infra") is applies, step.detail
+    assert accepts(answer_schema(RETAIL, tool, ROOTS), answer) is applies
     assert accepts(answer_schema(RETAIL, tool), answer)  # the generic pointer, without the state, is looser
 
 
