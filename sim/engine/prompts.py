@@ -189,7 +189,7 @@ def _regex_literal(text: str) -> str:
     return "".join(f"\\{c}" if c in r"\.^$|?*+()[]{}" else c for c in text)
 
 
-_NO_PATCH = {"type": "array", "items": _patch_op(None), "maxItems": 0}
+_NO_PATCH: dict[str, Any] = {"type": "array", "const": []}  # no operation at all
 
 
 def answer_schema(world: World, tool: ToolSpec, roots: Sequence[str] | None = None) -> dict[str, Any]:
