@@ -61,7 +61,9 @@ def answer(prompt: str) -> dict[str, Any]:
         path = f"/orders/{args['order_id']}/address"
         patch = [{"op": "replace", "path": path, "value": address}]
         output = {"order_id": args["order_id"], "address": address}
-    return {"is_error": False, "error_code": None, "message": "ok", "output": output, "state_patch": patch}
+    if tool != "modify_pending_order_address":  # a read-only tool's answer has no state_patch (the answer schema)
+        return {"is_error": False, "output": output}
+    return {"is_error": False, "output": output, "state_patch": patch}
 
 
 def episode_calls(n: int, start: int = 0) -> list[ToolCall]:

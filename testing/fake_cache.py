@@ -4,8 +4,9 @@
 the order the provider reads them) and reports what the provider's cache would have served, in the provider's
 own usage fields:
 
-- **OpenAI** (automatic): a prompt of at least 1,024 tokens is cached in 128-token steps; a later request with
-  the same `prompt_cache_key` (or, without one, the same model) reads the longest cached prefix it shares, as
+- **OpenAI** (automatic): a prompt of at least 1,024 tokens (`openai_min`) is cached in 128-token steps; a
+  later request with the same `prompt_cache_key` (or, without one, the same model) reads the longest cached
+  prefix it shares, as
   `usage.prompt_tokens_details.cached_tokens` (included in `prompt_tokens`). The prefix is the response
   format's schema, then the messages in order. Entries live `openai_ttl` seconds (5-10 minutes of inactivity
   on the real API) and each hit refreshes its prefix.
@@ -42,9 +43,11 @@ class PromptCache:
         openai_ttl: float = 300.0,
         anthropic_ttl: float = 300.0,
         anthropic_min: int = 1_024,
+        openai_min: int = OPENAI_MIN,
     ) -> None:
         self.clock = clock
         self.openai_ttl, self.anthropic_ttl, self.anthropic_min = openai_ttl, anthropic_ttl, anthropic_min
+        self.openai_min = openai_min  # the real API's 1,024; smaller only for tests of short prompts
         self._entries: dict[str, float] = {}  # prefix digest -> when it expires
         self._pruned_at = 0  # entries held after the last sweep of the expired ones
 
@@ -60,8 +63,8 @@ class PromptCache:
         tokens = _tokens(text)
         scope = "openai:" + str(body.get("prompt_cache_key") or body.get("model"))
         cached = 0
-        if tokens >= OPENAI_MIN:
-            boundaries = range(OPENAI_MIN, tokens + 1, OPENAI_STEP)
+        if tokens >= self.openai_min:
+            boundaries = range(self.openai_min, tokens + 1, OPENAI_STEP)
             digests = [_digest(scope, text[: b * CHARS_PER_TOKEN]) for b in boundaries]
             now = self.clock()
             for boundary, digest in zip(boundaries, digests, strict=True):

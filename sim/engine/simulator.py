@@ -367,10 +367,10 @@ class Simulator:
         if problem:
             return "the answer does not match the answer schema: " + problem
         is_error = bool(data["is_error"])
-        patch: list[dict[str, Any]] = data["state_patch"] or []
+        patch: list[dict[str, Any]] = data.get("state_patch") or []
         if is_error:
             # Errors never change the state: a patch that came with one is dropped, not applied.
-            code = data["error_code"]
+            code = data["error_code"]  # checked: one of the tool's codes
             problem = contradiction(plan, is_error=True, code=code, output=None, patch=[]) if plan else ""
             if problem:
                 return problem
@@ -409,17 +409,23 @@ class Simulator:
 _OPS = {"add", "remove", "replace", "move", "copy", "test"}
 
 
+_MEMBERS = ("is_error", "error_code", "message", "output", "state_patch")
+
+
 def _envelope_problem(world: World, tool: ToolSpec, data: dict[str, Any]) -> str:
-    """Check the answer's envelope (everything but `output`, which is checked against the tool's schema)."""
-    missing = [k for k in ("is_error", "error_code", "message", "output", "state_patch") if k not in data]
-    if missing:
-        return f"$: missing {', '.join(repr(k) for k in missing)}"
-    extra = sorted(set(data) - {"is_error", "error_code", "message", "output", "state_patch"})
+    """Check the answer's envelope (everything but `output`, which is checked against the tool's schema).
+
+    A success needs `is_error: false` and `output`, and `state_patch` when it changes the state; an error needs
+    `is_error: true` and `error_code`, and may say a `message`. The members an outcome does not need may be
+    written as null (a code, an output), "" (a message) or [] (a patch): the full envelope of earlier prompts."""
+    extra = sorted(set(data) - set(_MEMBERS))
     if extra:
         return f"$: unexpected field(s) {', '.join(repr(k) for k in extra)}"
+    if "is_error" not in data:
+        return "$: missing 'is_error'"
     if not isinstance(data["is_error"], bool):
         return "$.is_error: must be true or false"
-    code = data["error_code"]
+    code = data.get("error_code")
     if code is not None and not isinstance(code, str):
         return "$.error_code: must be a string or null"
     if data["is_error"]:
@@ -427,11 +433,13 @@ def _envelope_problem(world: World, tool: ToolSpec, data: dict[str, Any]) -> str
         if code not in codes:
             what = "is missing" if code is None else f"{code!r} is not a code of this tool"
             return f"$.error_code: {what}: an error needs one of {codes}"
-    if not isinstance(data["message"], str):
+    elif "output" not in data:
+        return "$: missing 'output' (a success answers with the tool's result)"
+    if not isinstance(data.get("message", ""), str):
         return "$.message: must be a string"
-    if data["output"] is not None and not isinstance(data["output"], dict):
+    if data.get("output") is not None and not isinstance(data["output"], dict):
         return "$.output: must be an object or null"
-    patch = data["state_patch"]
+    patch = data.get("state_patch", [])
     if not isinstance(patch, list):
         return "$.state_patch: must be a list of RFC 6902 operations"
     for i, op in enumerate(patch):

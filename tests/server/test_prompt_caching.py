@@ -29,7 +29,7 @@ def simulator(provider: str, fake: FakeProvider) -> Any:
 async def test_repeated_calls_hit_the_providers_prompt_cache_and_events_record_it(
     provider: str, db_target: str, serve_on: Any
 ) -> None:
-    cache = PromptCache(anthropic_min=256)  # the mock world's prompt is shorter than Anthropic's 1,024 minimum
+    cache = PromptCache(anthropic_min=256, openai_min=512)  # the mock world's prompt is under both 1,024 minimums
     async with FakeProvider(mock_world_answer, prompt_cache=cache).running() as fake:
         backend = simulator(provider, fake)
         async with serve_on(db_target)(backend=backend) as server, httpx.AsyncClient(base_url=server.url) as http:

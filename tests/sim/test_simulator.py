@@ -267,8 +267,8 @@ async def test_function_backend_sees_the_request(mock: World) -> None:
 
     step = await Simulator(FunctionBackend(respond)).step(mock, mock.initial_state, [], ToolCall("list_items", {}))
     assert step.output == {"items": [{"name": "apple", "qty": 3}]}
-    envelope = ["is_error", "error_code", "message", "output", "state_patch"]
-    assert [branch["required"] for branch in seen[0].schema["anyOf"]] == [envelope, envelope]  # success, error
+    success, error = ["is_error", "output"], ["is_error", "error_code", "message"]  # list_items is read-only
+    assert [branch["required"] for branch in seen[0].schema["anyOf"]] == [success, error]
 
 
 async def test_an_error_code_is_a_documented_or_generic_code_never_free_text(mock: World) -> None:

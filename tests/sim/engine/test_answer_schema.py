@@ -35,12 +35,19 @@ TOOLS = [pytest.param(world, tool, id=f"{world.name}.{tool.name}") for world in 
 def valid_answers(world: World, tool: ToolSpec) -> list[dict[str, Any]]:
     """A success (an instance of the tool's output schema) and one error per code the tool may return."""
     output = schema_instance(tool.output_schema or {"type": "object"}, seed=tool.name)
-    success = {"is_error": False, "error_code": None, "message": "ok", "output": output, "state_patch": []}
-    errors = [
-        {"is_error": True, "error_code": e.code, "message": "no", "output": None, "state_patch": []}
-        for e in world.error_codes(tool)
-    ]
+    read_only = bool(tool.annotations and tool.annotations.get("readOnlyHint") is True)
+    success = {"is_error": False, "output": output, **({} if read_only else {"state_patch": []})}
+    errors = [{"is_error": True, "error_code": e.code, "message": "no"} for e in world.error_codes(tool)]
     return [success, *errors]
+
+
+def full_envelopes(world: World, tool: ToolSpec) -> list[dict[str, Any]]:
+    """The valid answers written with every member, as prompts before sim-5 asked (still accepted)."""
+    success, error = valid_answers(world, tool)[:2]
+    return [
+        {"error_code": None, "message": "ok", "state_patch": [], **success},
+        {"output": None, "state_patch": [], **error},
+    ]
 
 
 def shape_breaking(world: World, tool: ToolSpec) -> dict[str, dict[str, Any]]:
@@ -56,7 +63,8 @@ def shape_breaking(world: World, tool: ToolSpec) -> dict[str, dict[str, Any]]:
         "error with a code it does not have": {**error, "error_code": "made_up"},
         "is_error not a boolean": {**success, "is_error": "false"},
         "output not an object": {**success, "output": [output for output in [success["output"]]]},
-        "a member missing": {k: v for k, v in success.items() if k != "message"},
+        "a success without its output": {k: v for k, v in success.items() if k != "output"},
+        "an answer without is_error": {k: v for k, v in success.items() if k != "is_error"},
         "a member too many": {**success, "note": "extra"},
         "message not a string": {**success, "message": None},
         "patch not a list": {**success, "state_patch": {"op": "add", "path": "/x", "value": 1}},
@@ -85,6 +93,9 @@ async def test_every_answer_the_simulator_accepts_fits_the_schema(world: World, 
     for answer in valid_answers(world, tool):
         assert await simulated(world, tool, answer) == (True, "")
         assert accepts(schema, answer), answer
+    for answer in full_envelopes(world, tool):  # members an outcome does not use are never asked for
+        assert await simulated(world, tool, answer) == (True, "")
+        assert not accepts(schema, answer), answer
 
 
 @pytest.mark.parametrize(("world", "tool"), TOOLS)
@@ -133,7 +144,7 @@ def test_an_output_schemas_definitions_resolve_from_the_answers_root() -> None:
     tool = world.tools[0].model_copy(update={"output_schema": output})
     schema = answer_schema(world, tool)
     assert schema["$defs"] == defs
-    success = {"is_error": False, "error_code": None, "message": "", "state_patch": []}
+    success = {"is_error": False}  # list_items is read-only: no state_patch
     assert accepts(schema, {**success, "output": {"item": {"name": "apple"}}})
     assert not accepts(schema, {**success, "output": {"item": {"qty": 1}}})
 
@@ -144,7 +155,7 @@ def test_openai_and_anthropic_get_an_object_at_the_root_that_still_accepts_every
 ) -> None:
     rooted = object_rooted(answer_schema(world, tool))
     assert rooted["type"] == "object" and not {"anyOf", "oneOf", "allOf"} & set(rooted)
-    assert rooted["required"] == ["is_error", "error_code", "message", "output", "state_patch"]
+    assert rooted["required"] == ["is_error"]  # the one member every outcome has
     assert all(accepts(rooted, answer) for answer in valid_answers(world, tool))
 
 
@@ -189,7 +200,7 @@ ROOTS = tuple(RETAIL.initial_state)  # users, orders, products
 def patched(*operations: dict[str, Any], output: dict[str, Any] | None = None) -> dict[str, Any]:
     """A success with these operations (by default of retail's `cancel_pending_order`)."""
     output = output or {"order_id": "#W1001", "status": "cancelled", "refund_amount": 19.99}
-    return {"is_error": False, "error_code": None, "message": "ok", "output": output, "state_patch": list(operations)}
+    return {"is_error": False, "output": output, "state_patch": list(operations)}
 
 
 @pytest.mark.parametrize(
