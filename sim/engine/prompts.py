@@ -137,7 +137,7 @@ _STRING: dict[str, Any] = {"type": "string"}
 _SEGMENT = "([^~/]|~[01])*"  # one RFC 6901 reference token: any character but `/`, `~` escaped as ~0 or ~1
 _POINTER: dict[str, Any] = {"type": "string", "pattern": f"^(/{_SEGMENT})*$"}  # RFC 6901: "" or /-separated tokens
 _TOP: dict[str, Any] = {"type": "string", "pattern": f"^/{_SEGMENT}$"}  # a top-level member
-_WHOLE = {"type": "string", "const": ""}  # the whole state
+_WHOLE: dict[str, Any] = {"type": "string", "const": ""}  # the whole state
 MAX_ROOTS = 64
 """A state with more top-level members than this gets the generic pointer (its patterns would be too long)."""
 
@@ -152,32 +152,28 @@ def _patch_op(roots: Sequence[str] | None) -> dict[str, Any]:
     (a new member with its contents is one `add`); only spellings that would be rejected, or that build a
     member and fill it in the same patch, are left out."""
     if roots is None or len(roots) > MAX_ROOTS:
-        inside: dict[str, Any] = _POINTER
-        new: dict[str, Any] = _POINTER
-        whole: list[dict[str, Any]] = []
-    else:
-        names = "|".join(_regex_literal(_token(root)) for root in roots)
-        inside = {"type": "string", "pattern": f"^/({names})(/{_SEGMENT})*$"} if roots else {"not": {}}
-        new = {"anyOf": [inside, _TOP]} if roots else _TOP
-        whole = [_operation(["add", "replace"], path=_WHOLE, value={"type": "object"})]
-    branches = [
+        return {"anyOf": _operations(inside=_POINTER, new=_POINTER)}
+    whole = _operation(["add", "replace"], path=_WHOLE, value={"type": "object"})
+    if not roots:  # nothing to point into: only a new member, or a whole new state
+        return {"anyOf": [_operation(["add"], path=_TOP, value={}), whole]}
+    names = "|".join(_regex_literal(_token(root)) for root in roots)
+    inside = {"type": "string", "pattern": f"^/({names})(/{_SEGMENT})*$"}
+    return {"anyOf": [*_operations(inside=inside, new={"anyOf": [inside, _TOP]}), whole]}
+
+
+def _operations(*, inside: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """The six kinds of operation, with `inside` the paths of what exists and `new` those an operation may create."""
+    return [
         _operation(["add"], path=new, value={}),
         _operation(["replace", "test"], path=inside, value={}),
         _operation(["remove"], path=inside),
         _operation(["move", "copy"], path=new, **{"from": inside}),
-        *whole,
     ]
-    return {"anyOf": [b for b in branches if not _never(b)]}
 
 
 def _operation(ops: list[str], **members: dict[str, Any]) -> dict[str, Any]:
     op = {"const": ops[0]} if len(ops) == 1 else {"enum": ops}
     return {"type": "object", "properties": {"op": op, **members}, "required": ["op", *members]}
-
-
-def _never(branch: dict[str, Any]) -> bool:
-    """Whether an operation's branch has a member no value satisfies (an empty state has nothing to point at)."""
-    return any(member == {"not": {}} for member in branch["properties"].values())
 
 
 def _token(name: str) -> str:

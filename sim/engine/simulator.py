@@ -177,7 +177,8 @@ class Simulator:
         self.temperature = temperature
         self.max_argument_bytes = max_argument_bytes
         self._system: dict[str, str] = {}
-        self._schemas: dict[tuple[str, str, tuple[str, ...] | None], dict[str, Any]] = {}  # (world, tool, roots) ->
+        # (world hash, tool, the state's top-level members) -> the answer schema
+        self._schemas: dict[tuple[str, str, tuple[str, ...] | None], dict[str, Any]] = {}
         self.indexes = indexes if indexes is not None else StateIndexes()
 
     def build_messages(
