@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import random
@@ -43,6 +44,7 @@ import sqlite3
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -159,14 +161,27 @@ def subjects(scales: list[float], seed: int) -> list[Subject]:
 def _undeclared_retail() -> Path:
     """A worlds folder holding the shipped `retail` world without its groundings: the generated worlds declare
     none, so every call of both asks the (fake) model, and the ratio compares like work (with them, the tiny world
-    would answer most lookups from its state, without a model request)."""
-    folder = CACHE / "retail-undeclared"
-    shutil.rmtree(folder, ignore_errors=True)
-    shutil.copytree(ROOT / "tool_specs" / "retail", folder / "retail")
-    spec = yaml.safe_load((folder / "retail" / "world.yaml").read_text(encoding="utf-8"))
-    for tool in spec.get("tools", []):
-        tool.pop("grounding", None)
-    (folder / "retail" / "world.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    would answer most lookups from its state, without a model request). Kept under the digest of the shipped
+    folder's files, made whole in a scratch folder and moved into place (two benches at once never see half)."""
+    source = ROOT / "tool_specs" / "retail"
+    digest = hashlib.sha256()
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(source).as_posix().encode() + b"\0" + path.read_bytes())
+    folder = CACHE / f"retail-undeclared-{digest.hexdigest()[:12]}"
+    if (folder / "retail" / "world.yaml").is_file():
+        return folder
+    CACHE.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".tmp-", dir=CACHE))
+    try:
+        shutil.copytree(source, work / "retail")
+        spec = yaml.safe_load((work / "retail" / "world.yaml").read_text(encoding="utf-8"))
+        for tool in spec.get("tools", []):
+            tool.pop("grounding", None)
+        (work / "retail" / "world.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+        with contextlib.suppress(OSError):  # another bench made it first
+            os.replace(work, folder)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return folder
 
 
