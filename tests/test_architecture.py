@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import shutil
 import subprocess
@@ -69,23 +70,30 @@ def _exported(package: str) -> set[str]:
     return set(module.__all__)
 
 
+@functools.cache
+def _product_imports() -> list[tuple[Path, ast.ImportFrom]]:
+    """Every `from ... import` in the product's files, each file parsed once (the test asks for each package)."""
+    return [
+        (path, node)
+        for folder in ("cli", "server", "clients", "training", "testing", "sim")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module is not None
+    ]
+
+
 def _imports_from_outside(package: str) -> list[tuple[str, str, str]]:
     """(file, module, name) of every product import of a `simia.sim.<package>` module from outside it."""
     found = []
-    for folder in ("cli", "server", "clients", "training", "testing", "sim"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            if folder == "sim" and path.is_relative_to(ROOT / "sim" / package):
-                continue
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if not isinstance(node, ast.ImportFrom) or node.module is None:
-                    continue
-                module = node.module
-                if node.level:  # relative, inside sim: resolve against the file's package
-                    parts = path.relative_to(ROOT).with_suffix("").parts[:-1]
-                    base = ("simia", *parts[: len(parts) - node.level + 1])
-                    module = ".".join(base) + "." + module
-                if module.startswith(f"simia.sim.{package}."):
-                    found += [(str(path.relative_to(ROOT)), module, alias.name) for alias in node.names]
+    for path, node in _product_imports():
+        if path.is_relative_to(ROOT / "sim" / package):
+            continue
+        module = str(node.module)
+        if node.level:  # relative, inside sim: resolve against the file's package
+            parts = path.relative_to(ROOT).with_suffix("").parts[:-1]
+            module = ".".join(("simia", *parts[: len(parts) - node.level + 1])) + "." + module
+        if module.startswith(f"simia.sim.{package}."):
+            found += [(str(path.relative_to(ROOT)), module, alias.name) for alias in node.names]
     return found
 
 

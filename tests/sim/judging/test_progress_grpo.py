@@ -14,14 +14,14 @@ from simia.sim.judging import EpisodeView, Judge
 from simia.sim.records import EventRecord
 from simia.sim.verdict import Verdict
 
-torch = pytest.importorskip("torch", reason="needs the `train` extra")
-trl_utils = pytest.importorskip("trl.trainer.utils", reason="needs the `train` extra")
-
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def trl_group_advantages(rewards: list[float]) -> list[float]:
-    """One group's advantages, as `GRPOTrainer._generate_and_score_completions` computes them."""
+    """One group's advantages, as `GRPOTrainer._generate_and_score_completions` computes them. (torch and TRL are
+    imported here, not at the top: importing them takes seconds, which every test worker would pay at collection.)"""
+    torch = pytest.importorskip("torch", reason="needs the `train` extra")
+    trl_utils = pytest.importorskip("trl.trainer.utils", reason="needs the `train` extra")
     tensor = torch.tensor(rewards, dtype=torch.float32)
     advantages = (tensor - torch.nanmean(tensor)) / (trl_utils.nanstd(tensor) + 1e-4)
     return [float(a) for a in advantages]
