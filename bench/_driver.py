@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simia.server import free_port as free_port  # the benches import it from here
 from simia.testing.processes import wait_answering
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,13 +28,6 @@ META = {
     "io.modelcontextprotocol/clientInfo": {"name": "simia-bench", "version": "0"},
     "io.modelcontextprotocol/clientCapabilities": {},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Connection:

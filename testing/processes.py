@@ -30,6 +30,8 @@ __all__ = ["ServeProcess", "serve_process", "stop_process", "wait_answering"]
 
 SIMIA_SERVE = (sys.executable, "-m", "simia.cli", "serve")
 """The default command of `serve_process`: this interpreter's `simia serve`."""
+PORT_ATTEMPTS = 3
+"""Starts of a server on ports it chose, when each one was taken by another process before the server bound it."""
 
 
 class ServeProcess:
@@ -58,13 +60,26 @@ class ServeProcess:
         grace: float = 15,
         new_session: bool = False,
     ) -> None:
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.argv = [*command, *args, "--port", str(self.port)]
+        self._own_port = port is None  # a port it chose: another may be chosen when that one was taken meanwhile
+        self._command = [*command, *args]
+        self._listen(port or free_port())
         self.cwd, self.log, self.timeout, self.grace, self.new_session = cwd, log, timeout, grace, new_session
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self._output: IO[bytes] | None = None
         self._process: subprocess.Popen[bytes] | None = None
+
+    def _listen(self, port: int) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.argv = [*self._command, "--port", str(port)]
+
+    def _port_taken(self, error: BaseException) -> bool:
+        """Whether `error` is the process refusing a port it chose because another process took it between the
+        choice and the bind; if so, the next start listens on another."""
+        if not (self._own_port and isinstance(error, RuntimeError) and "Address already in use" in str(error)):
+            return False
+        self._listen(free_port())
+        return True
 
     @property
     def process(self) -> subprocess.Popen[bytes]:
@@ -175,13 +190,17 @@ class ServeProcess:
                 self._output = None
 
     def __enter__(self) -> ServeProcess:
-        self.start()
-        try:
-            self.wait_healthy()
-        except BaseException:
-            self.close()
-            raise
-        return self
+        for attempt in range(PORT_ATTEMPTS):
+            self.start()
+            try:
+                self.wait_healthy()
+            except BaseException as error:
+                self.close()
+                if attempt + 1 < PORT_ATTEMPTS and self._port_taken(error):
+                    continue
+                raise
+            return self
+        raise AssertionError("unreachable")
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
@@ -189,13 +208,17 @@ class ServeProcess:
         self.close()
 
     async def __aenter__(self) -> ServeProcess:
-        self.start()
-        try:
-            await self.healthy()
-        except BaseException:
-            await asyncio.to_thread(self.close)
-            raise
-        return self
+        for attempt in range(PORT_ATTEMPTS):
+            self.start()
+            try:
+                await self.healthy()
+            except BaseException as error:
+                await asyncio.to_thread(self.close)
+                if attempt + 1 < PORT_ATTEMPTS and self._port_taken(error):
+                    continue
+                raise
+            return self
+        raise AssertionError("unreachable")
 
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None

@@ -1,4 +1,5 @@
-"""Real `simia serve` processes: stdio for desktop clients, kill -9 under load, and a filesystem that fills up."""
+"""Real `simia serve` processes: stdio for desktop clients, kill -9 under load, a filesystem that fills up, and the
+ports they listen on."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -16,6 +18,7 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
+import simia.testing.processes as processes
 from mcp import Client, StdioServerParameters
 from simia.server.inprocess import free_port
 from simia.testing.processes import SIMIA_SERVE, ServeProcess, serve_process
@@ -217,3 +220,34 @@ async def test_simia_serve_on_a_filesystem_that_fills_up_fails_calls_cleanly_and
                 assert [e["seq"] for e in detail["events"]] == list(range(1, again.meta["simia/seq"] + 1))
         with sqlite3.connect(db) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_a_free_port_is_below_the_kernels_ephemeral_range_where_client_connections_take_theirs() -> None:
+    start = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert all(10_000 <= p < start for p in ports) and len(ports) > 1
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))  # each was free when chosen
+
+
+async def test_a_server_whose_chosen_port_was_taken_before_it_bound_starts_again_on_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", free_port()))
+    taken.listen()
+    chosen = iter([taken.getsockname()[1], free_port()])
+    monkeypatch.setattr(processes, "free_port", lambda: next(chosen))
+    try:
+        async with serve_process("--world", "mock", "--db", str(tmp_path / "s.db")) as server:
+            assert server.port != taken.getsockname()[1]
+            async with httpx.AsyncClient() as http:
+                assert (await http.get(f"{server.url}/healthz")).status_code == 200
+        given = ServeProcess(["--world", "mock", "--db", str(tmp_path / "g.db")], port=taken.getsockname()[1])
+        with pytest.raises(RuntimeError, match="Address already in use"):  # a port the test asked for: no other
+            async with given:
+                pass
+    finally:
+        taken.close()
