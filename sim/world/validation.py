@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -188,7 +189,69 @@ def check_schema(schema: dict[str, Any], file: str, path: str, issues: IssueColl
             "MCP requires object arguments and results; wrap the value in an object property",
         )
         return False
-    return True
+    return _check_refs(schema, file, path, issues)
+
+
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+"""Keywords whose values are data, not schemas: a `$ref` inside them is a value like any other."""
+
+
+def _refs(node: Any, where: str) -> Iterable[tuple[str, str]]:
+    """(path, reference) of every `$ref` in a schema, outside the keywords that hold data."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str):
+                yield where, value
+            elif key not in _DATA_KEYWORDS:
+                yield from _refs(value, f"{where}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _refs(value, f"{where}[{i}]")
+
+
+def _anchors(node: Any) -> set[str]:
+    found: set[str] = set()
+    if isinstance(node, dict):
+        if isinstance(node.get("$anchor"), str):
+            found.add(node["$anchor"])
+        for key, value in node.items():
+            if key not in _DATA_KEYWORDS:
+                found |= _anchors(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _anchors(value)
+    return found
+
+
+def _check_refs(schema: dict[str, Any], file: str, path: str, issues: IssueCollector) -> bool:
+    """Every `$ref` points inside the schema itself: simia never fetches a schema (a URL would be read on every
+    call, blocking the server, and lets a world file make the server send requests), and a reference to nothing
+    fails every call that needs it."""
+    ok = True
+    anchors: set[str] | None = None
+    for where, ref in _refs(schema, path):
+        if not ref.startswith("#"):
+            issues.add(
+                file, f"{where}.$ref", f"a $ref outside the schema ({ref!r}) is not fetched",
+                "copy the referenced schema under $defs and point at it with '#/$defs/NAME'",
+            )  # fmt: skip
+            ok = False
+        elif ref[1:].startswith("/") or ref == "#":
+            if is_missing(resolve_pointer(schema, urllib.parse.unquote(ref[1:]))):
+                issues.add(
+                    file, f"{where}.$ref", f"$ref {ref!r} points at nothing in this schema",
+                    "point it at a schema that exists, e.g. '#/$defs/NAME' with NAME under $defs",
+                )  # fmt: skip
+                ok = False
+        else:
+            anchors = _anchors(schema) if anchors is None else anchors
+            if ref[1:] not in anchors:
+                issues.add(
+                    file, f"{where}.$ref", f"$ref {ref!r} names no $anchor of this schema",
+                    f"add '$anchor: {ref[1:]}' to the schema it means, or use a JSON Pointer ('#/$defs/NAME')",
+                )  # fmt: skip
+                ok = False
+    return ok
 
 
 def is_json_pointer(text: str) -> bool:

@@ -232,3 +232,41 @@ def test_a_copy_of_a_world_derives_its_hash_and_tool_lookup_again() -> None:
     copy = world.model_copy(update={"tools": [t.model_copy(update={"grounding": None}) for t in world.tools]})
     assert copy.tool("get_order_details") == tool.model_copy(update={"grounding": None})
     assert copy.content_hash != before and world.content_hash == before
+
+
+def test_a_ref_outside_its_schema_or_to_nothing_is_refused_at_load_and_local_ones_load(tmp_path: Path) -> None:
+    folder = _copy_mock(tmp_path, "r", "refs")
+    raw = yaml.safe_load((folder / "world.yaml").read_text(encoding="utf-8"))
+    tool = raw["tools"][0]
+    good = {
+        "type": "object",
+        "$defs": {"qty": {"type": "integer"}, "named": {"$anchor": "label", "type": "string"}},
+        "properties": {
+            "a": {"$ref": "#/$defs/qty"},
+            "b": {"$ref": "#label"},
+            "c": {"const": {"$ref": "http://example.com/data-not-a-schema"}},  # a value, never fetched
+        },
+    }
+    tool["inputSchema"] = good
+    (folder / "world.yaml").write_text(yaml.safe_dump(raw))
+    assert load_world(folder).tools[0].input_schema == good
+    tool["inputSchema"] = {
+        "type": "object",
+        "properties": {
+            "remote": {"$ref": "http://127.0.0.1:9/schema.json"},
+            "file": {"$ref": "other.json#/x"},
+            "nothing": {"$ref": "#/$defs/nope"},
+            "anchor": {"$ref": "#nobody"},
+        },
+    }
+    (folder / "world.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(WorldError) as caught:
+        load_world(folder)
+    found = {i.path: i.message for i in caught.value.issues}
+    base = "$.tools[0].inputSchema.properties"
+    assert found == {
+        f"{base}.remote.$ref": "a $ref outside the schema ('http://127.0.0.1:9/schema.json') is not fetched",
+        f"{base}.file.$ref": "a $ref outside the schema ('other.json#/x') is not fetched",
+        f"{base}.nothing.$ref": "$ref '#/$defs/nope' points at nothing in this schema",
+        f"{base}.anchor.$ref": "$ref '#nobody' names no $anchor of this schema",
+    }
