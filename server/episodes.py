@@ -203,6 +203,13 @@ class EpisodeService:
         """
         return await self._calls.call(episode_id, principal, tool, arguments, request_key=request_key)
 
+    def answered_sessionless(self, episode_id: str, event: EventRecord) -> None:
+        """`event`'s result went back to a client without a session (`LiveEpisode.answered_sessionless`): the
+        same request again is a new call, not a retry."""
+        entry = self._live.get(episode_id)
+        if entry is not None:
+            entry.answered_sessionless(event)
+
     async def end(
         self,
         episode_id: str,

@@ -46,6 +46,7 @@ class LiveEpisode:
     users: int = 0
     record: EpisodeRecord | None = None
     parked: Parked | None = None  # the record's state between calls, when keeping it whole costs more (`park`)
+    answered: deque[int] = field(default_factory=lambda: deque(maxlen=RETRY_WINDOW))  # `answered_sessionless`
 
     def park(self) -> None:
         """Between calls, keep the record's state as what it changed when it holds copies of large collections
@@ -82,9 +83,20 @@ class LiveEpisode:
         changed_since = False
         for event in islice(reversed(self.recent), RETRY_WINDOW):
             if event.request_key == request_key:
-                return None if changed_since else event
+                return None if changed_since or event.seq in self.answered else event
             changed_since = changed_since or bool(event.state_patch)
         return None
+
+    def answered_sessionless(self, event: EventRecord) -> None:
+        """`event`'s result was handed back to a client without a session: the same request again is a new call.
+
+        Such a client (protocol 2026-07-28, or one that connects per call) sends JSON-RPC id 1 every time, so
+        a write it repeats on purpose has the key of the first one. One that lost its answer sees its handler
+        cancelled before this is called, and its retry still gets the committed result. Kept in memory only: on
+        another replica, or after a restart, the same request still counts as a retry.
+        """
+        if event.seq not in self.answered:
+            self.answered.append(event.seq)
 
     def applied(self, episode: EpisodeRecord, event: EventRecord, new_state: dict[str, Any] | None) -> None:
         """Mirror a committed event into the cached record `episode` (the same arithmetic the store did)."""

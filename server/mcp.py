@@ -129,13 +129,18 @@ async def answer_call(
     arguments: dict[str, Any],
     key: str | None = None,
     rewards: StepRewards | None = None,
+    *,
+    sessionless: bool = False,
 ) -> types.CallToolResult:
     """One tool call through the service, with the wire's one error rule: every failure is an `isError`
     result with a short, true message (API errors keep their code; anything unexpected is logged and
     becomes `internal_error`), and nothing unexpected leaks onto the wire. With `rewards`, a committed call's
-    result carries its step reward (see `call_result`)."""
+    result carries its step reward (see `call_result`). `sessionless`: the request came without a session, so
+    once its result is handed back the same request again is a new call (`LiveEpisode.answered_sessionless`)."""
     try:
         event = await service.call(episode_id, principal, name, arguments, request_key=key)
+        if sessionless:
+            service.answered_sessionless(episode_id, event)
     except ApiError as exc:
         return failure_result(exc.message, "infra", exc.code, episode_id)
     except StoreUnavailable as exc:  # the database, not the call: the same call may be retried
@@ -267,7 +272,10 @@ class McpEndpoints:
     ) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
         key = request_key(ctx, params.name, arguments)
-        return await answer_call(self.service, episode_id, principal, params.name, arguments, key, self.rewards)
+        sessionless = "mcp-session-id" not in _request(ctx).headers
+        return await answer_call(
+            self.service, episode_id, principal, params.name, arguments, key, self.rewards, sessionless=sessionless
+        )
 
 
 class EpisodeGate:

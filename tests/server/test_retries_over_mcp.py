@@ -1,5 +1,7 @@
 """Retried tool calls over real MCP HTTP: the same JSON-RPC message resent in the same session is answered from
-the store, never simulated or committed twice; a new id, or another session, is a new call."""
+the store, never simulated or committed twice; a new id, or another session, is a new call. Without a session
+(protocol 2026-07-28, every client sends id 1), a request repeated after its answer came back is a new call, and
+one whose client gave up before the answer is still a retry."""
 
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ import json
 from typing import Any
 
 import httpx2 as httpx
+from mcp import Client
 from simia.sim.backends import FunctionBackend
 from simia.testing import mock_world_answer
 
 ERA = "2025-11-25"  # the handshake era: `initialize` gives the session an Mcp-Session-Id
+MODERN = "2026-07-28"  # no session: one request, one answer
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -109,3 +113,42 @@ async def test_a_retry_after_the_client_dropped_the_first_send_gets_the_committe
             (1, "set_quantity", {"name": "rice", "qty": 9}),
             (2, "get_item", {"name": "rice", "qty": 9}),
         ]
+
+
+async def test_without_a_session_a_write_repeated_after_its_answer_is_a_new_call(make_server: Any) -> None:
+    async with make_server() as server, httpx.AsyncClient() as http:
+        episode = (await http.post(f"{server.url}/v1/episodes", json={"world": "mock"})).json()
+        seqs = []
+        for qty in (4, 4, 5, 4):  # a client that connects per call: the same JSON-RPC id every time
+            async with Client(episode["mcp_url"], mode=MODERN) as client:
+                result = await client.call_tool("set_quantity", {"name": "milk", "qty": qty})
+            assert result.meta is not None
+            seqs.append(result.meta["simia/seq"])
+        assert seqs == [1, 2, 3, 4]
+        assert len(server.backend.requests) == 4
+        assert [seq for seq, _, _ in await events(http, server.url, episode["id"])] == [1, 2, 3, 4]
+
+
+async def test_without_a_session_a_retry_after_the_client_gave_up_gets_the_committed_result(make_server: Any) -> None:
+    slow = FunctionBackend(mock_world_answer, latency=0.5)
+    async with make_server(backend=slow) as server, httpx.AsyncClient() as http:
+        episode = (await http.post(f"{server.url}/v1/episodes", json={"world": "mock"})).json()
+        arguments = {"name": "rice", "qty": 9}
+
+        async def gives_up() -> None:
+            async with Client(episode["mcp_url"], mode=MODERN) as client:
+                await client.call_tool("set_quantity", arguments)
+
+        first = asyncio.create_task(gives_up())
+        for _ in range(500):  # until the simulator is working on it
+            if slow.requests:
+                break
+            await asyncio.sleep(0.01)
+        first.cancel()  # its connection is gone before the answer
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        async with Client(episode["mcp_url"], mode=MODERN) as client:
+            retry = await client.call_tool("set_quantity", arguments)
+        assert retry.meta is not None and retry.meta["simia/seq"] == 1
+        assert retry.structured_content == arguments
+        assert await events(http, server.url, episode["id"]) == [(1, "set_quantity", arguments)]
