@@ -29,7 +29,7 @@ from simia.sim.records import EpisodeRecord, EventRecord
 from simia.sim.storage import Store
 from simia.sim.world import World, compact_json
 
-from .errors import Conflict, NotFound, Overloaded
+from .errors import ApiError, Conflict, NotFound, Overloaded
 from .injection import draw_fault, injected, perturbed
 from .live import LiveEpisode, LiveEpisodes
 from .metrics import Metrics
@@ -213,13 +213,22 @@ class CallPipeline:
         note = f"large state patch: {size} bytes (over {LARGE_PATCH_BYTES}); accepted, stored in this event"
         return replace(event, detail=f"{event.detail} {note}".strip())
 
+    def _tool_label(self, world: str, tool: str) -> str:
+        """The tool's name as a metrics label: a name the world does not have is `<unknown>`, so an agent that
+        guesses names cannot grow `/metrics` by a series per guess."""
+        try:
+            known = self.world(world).tool(tool) is not None
+        except ApiError:
+            known = False
+        return tool if known else "<unknown>"
+
     def _observe(self, world: str, episode_id: str, event: EventRecord, seconds: float) -> None:
         outcome = "ok" if not event.is_error else (event.error_kind or "agent")
         usage = event.usage
         prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
         self.metrics.call(
             world,
-            event.tool if len(event.tool) <= 64 else "<long>",
+            self._tool_label(world, event.tool),
             outcome,
             seconds,
             error=(event.error_kind or "agent", event.error_code or "") if event.is_error else None,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx2 as httpx
+from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 from simia.server.metrics import Metrics
 
@@ -58,3 +60,19 @@ async def test_the_event_loop_s_task_count_is_a_gauge_so_a_soak_sees_task_leaks(
     families = {f.name: f for f in text_string_to_metric_families(Metrics().render().decode())}
     [sample] = families["simia_asyncio_tasks"].samples
     assert sample.value >= 1  # this test's own task, at least
+
+
+async def test_tools_the_world_does_not_have_share_one_label_so_guessed_names_add_no_series(make_server: Any) -> None:
+    async with make_server() as server, httpx.AsyncClient() as http:
+        episode = (await http.post(f"{server.url}/v1/episodes", json={"world": "mock"})).json()
+        async with Client(episode["mcp_url"]) as client:
+            for name in ("zz_guess_a1", "zz_guess_b2", "get_item"):
+                await client.call_tool(name, {"name": "milk"})
+        text = (await http.get(f"{server.url}/metrics")).text
+    tools = {
+        s.labels["tool"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "simia_tool_calls_total"
+    }
+    assert tools == {"<unknown>": 2, "get_item": 1}
