@@ -118,8 +118,7 @@ class SimiaApp:
             Route("/metrics", self.metrics_endpoint),
             Route("/openapi.json", self.openapi),
             Route("/v1/worlds", self.list_worlds),
-            Route("/v1/episodes", self.list_episodes, methods=["GET"]),
-            Route("/v1/episodes", self.create_episode, methods=["POST"]),
+            Route("/v1/episodes", self.episodes, methods=["GET", "POST"]),  # one route: a 405 names both
             Route("/v1/episodes/{episode_id}", self.get_episode),
             Route("/v1/episodes/{episode_id}/fork", self.fork_episode, methods=["POST"]),
             Route("/v1/episodes/{episode_id}/end", self.end_episode, methods=["POST"]),
@@ -257,6 +256,12 @@ class SimiaApp:
         )
         self.rewards.opened(episode)  # its calls' step rewards need no read
         return json_response(self._episode(request, episode, Episode), status=201)
+
+    async def episodes(self, request: Request) -> Response:
+        """`/v1/episodes`: GET lists them, POST creates one."""
+        if request.method == "POST":
+            return await self.create_episode(request)
+        return await self.list_episodes(request)
 
     async def list_episodes(self, request: Request) -> Response:
         q = request.query_params

@@ -143,7 +143,7 @@ BAD = [
     ("POST", "/healthz", {}, 405, "POST is not allowed on /healthz; use GET, HEAD"),
     ("POST", "/v1/worlds", {}, 405, "POST is not allowed on /v1/worlds; use GET, HEAD"),
     ("DELETE", "/v1/episodes/{id}", None, 405, "DELETE is not allowed on /v1/episodes/"),
-    ("PUT", "/v1/episodes", {}, 405, "PUT is not allowed on /v1/episodes; use"),
+    ("PUT", "/v1/episodes", {}, 405, "PUT is not allowed on /v1/episodes; use GET, HEAD, POST"),
     ("GET", "/v1/episodes/{id}/fork", None, 405, "GET is not allowed on /v1/episodes/"),
     ("GET", "/v2/worlds", None, 404, "no route '/v2/worlds'; GET /openapi.json lists them"),
     ("GET", "/v1/episodes/a/b/c", None, 404, "no route '/v1/episodes/a/b/c'"),
