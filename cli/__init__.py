@@ -50,4 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        # a path the system refused (not writable, gone, a device): say which and why, without a traceback
+        print(f"error: {exc.filename}: {exc.strerror or exc}; check the path and its permissions", file=sys.stderr)
+        return 2
     return code

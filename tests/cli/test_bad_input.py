@@ -164,6 +164,7 @@ BAD = [
     ),
     (["export", "--format", "rl", "--out", "missing/o.jsonl"], "error: --out 'missing/o.jsonl': folder 'missing' does"),
     (["export", "--format", "rl", "--out", "adir"], "error: --out 'adir' is a folder; give a file path"),
+    (["export", "--format", "rl", "--out", "/proc/o.jsonl"], "error: /proc/o.jsonl: No such file or directory; check"),
     (["export", "--format", "hf", "--out", "notes.txt"], "error: --out 'notes.txt' is a file; give a folder"),
     # rollout
     (["rollout", "--world", "mock", "--server", "http://127.0.0.1:1", *MODELS], "error: simia server at http://127"),
