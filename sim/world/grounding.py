@@ -60,6 +60,10 @@ def template_names(value: Any) -> Iterator[str]:
 
 
 def _text(value: Any) -> str:
+    """An argument as text in a pointer or a longer string. A whole number sent as a float (`5.0`, which JSON
+    Schema's `integer` accepts) is written `5`, as the state's keys and texts spell it."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return str(int(value))
     return value if isinstance(value, str) else to_json(value).decode()
 
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from simia.cli import main
 from simia.sim.errors import WorldIssue
-from simia.sim.world import load_worlds
+from simia.sim.world import fill_jsonpath, fill_pointer, fill_value, load_worlds
 
 ROOT = Path(__file__).resolve().parents[3]
 GOOD = {  # get_item answered from the state (its output needs `name`, which the record lacks: a guided read)
@@ -136,3 +136,14 @@ def test_simia_validate_prints_the_problem_as_the_worlds_page_shows(
         "of the tool's inputSchema (hint: did you mean {name}?)\n"
         "1 problem(s) in 1 world(s)\n"
     )
+
+
+def test_a_whole_number_sent_as_a_float_names_the_same_record_as_the_integer() -> None:
+    assert (
+        fill_pointer("/books/{book_id}", {"book_id": 5.0})
+        == "/books/5"
+        == fill_pointer("/books/{book_id}", {"book_id": 5})
+    )
+    assert fill_pointer("/books/{book_id}", {"book_id": 5.5}) == "/books/5.5"
+    assert fill_value("book {book_id}", {"book_id": 5.0}) == "book 5"
+    assert fill_jsonpath("$.books[?@.id == {book_id}]", {"book_id": 5.0}) == "$.books[?@.id == 5.0]"  # equal as numbers
