@@ -387,8 +387,8 @@ def _input_schema(
         properties[key] = schema
         if param.get("required") is True or where == "path":
             required.append(key)
-        if where in {"path", "query"}:
-            operation.arguments[name] = key
+        if where == "path" or (where == "query" and name not in operation.arguments):
+            operation.arguments[name] = key  # a path parameter's own key, even when a query one has its name
             operation.query += [name] if where == "query" else []
         if where == "body" and param.get("required") is True:
             operation.body = key
@@ -402,6 +402,8 @@ def _input_schema(
             _non_json_body(body.get("required") is True, list(content), changes)
         else:
             key = unique_name("body", properties)
+            if key != "body":
+                changes.append(f"the request body is {key!r} (a parameter is named 'body')")
             body_schema = converter.convert(media.get("schema", {}), "request")
             description = " ".join(str(body.get("description") or "").split())
             if description and "description" not in body_schema:

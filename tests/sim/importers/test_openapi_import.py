@@ -435,3 +435,30 @@ def test_a_10_mb_description_imports_within_the_default_limit(tmp_path: Path) ->
     assert world.report == [
         ReportEntry("note", "validation", "not checked with openapi-spec-validator: 10.1 MB is over 4 MB")
     ]
+
+
+def test_a_path_parameter_keeps_its_pointer_when_a_query_parameter_or_the_body_share_its_name(tmp_path: Path) -> None:
+    text = """
+openapi: 3.1.0
+info: {title: Params, version: "1"}
+paths:
+  /q/{a}:
+    get:
+      operationId: q
+      parameters:
+        - {name: a, in: query, schema: {type: integer}}
+        - {name: a, in: path, required: true, schema: {type: string}}
+        - {name: body, in: query, schema: {type: string}}
+      requestBody: {content: {application/json: {schema: {type: object}}}}
+      responses: {"200": {description: ok}}
+"""
+    world = imported(tmp_path, text)
+    [tool] = world.tools
+    assert set(tool["inputSchema"]["properties"]) == {"a", "path_a", "body", "body_2"}
+    assert tool["grounding"]["read"]["pointer"] == "/q/{path_a}"  # the path parameter, not the query one
+    assert ReportEntry("changed", "GET /q/{a}", "path parameter 'a' is 'path_a' (the name is also used elsewhere)") in (
+        world.report
+    )
+    assert ReportEntry("changed", "GET /q/{a}", "the request body is 'body_2' (a parameter is named 'body')") in (
+        world.report
+    )
