@@ -340,6 +340,10 @@ def _tool(operation: _Operation, spec: Any, version: _Version, report: list[Repo
         changes.append("callbacks not imported (requests the API makes)")
     for name, why in converter.cuts.items():
         changes.append(f"schema {name!r} cut: {why}")
+    if converter.loosened:
+        changes.append(
+            f"the result's oneOf read as anyOf ({converter.loosened}x): an answer may fit more than one branch"
+        )
     report.extend(ReportEntry("changed", operation.label, change) for change in changes)
     report.extend(_example_problems(operation.label, output))
     return tool

@@ -69,6 +69,9 @@ class SchemaConverter:
         self.max_nodes = max_nodes
         self.nodes = 0
         self.cuts: dict[str, str] = {}
+        self.loosened = 0
+        """Response `oneOf`s read as `anyOf`: an answer that fits two overlapping branches (common in real
+        descriptions) would fail `oneOf`, so no simulator could answer such a tool."""
 
     def convert(self, schema: Any, direction: Direction) -> dict[str, Any]:
         """The JSON Schema 2020-12 form of one OpenAPI Schema Object (a bare `true`/missing schema is `{}`)."""
@@ -120,6 +123,9 @@ class SchemaConverter:
                 del out["required"]
         if isinstance(out.get("allOf"), list) and out["allOf"]:
             out = _merge_all_of(out, out["allOf"]) or out
+        if direction == "response" and isinstance(out.get("oneOf"), list) and "anyOf" not in out:
+            out["anyOf"] = out.pop("oneOf")
+            self.loosened += 1
         if node.get("nullable") is True or node.get("x-nullable") is True:
             out = _nullable(out)
         return out

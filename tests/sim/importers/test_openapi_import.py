@@ -462,3 +462,38 @@ paths:
     assert ReportEntry("changed", "GET /q/{a}", "the request body is 'body_2' (a parameter is named 'body')") in (
         world.report
     )
+
+
+def test_a_results_oneof_is_read_as_anyof_and_reported_while_an_argument_keeps_its_oneof(tmp_path: Path) -> None:
+    text = """
+openapi: 3.1.0
+info: {title: Reviews, version: "1"}
+paths:
+  /reviews:
+    post:
+      operationId: review
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {oneOf: [{type: object, required: [stars]}, {type: object, required: [text]}]}
+      responses:
+        "200":
+          description: ok
+          content:
+            application/json:
+              schema:
+                oneOf:
+                  - {type: object, properties: {stars: {type: integer}}}
+                  - {type: object, properties: {deleted: {type: boolean}}, required: [deleted]}
+"""
+    world = imported(tmp_path, text)
+    [tool] = world.tools
+    assert "anyOf" in tool["outputSchema"] and "oneOf" not in tool["outputSchema"]
+    assert "oneOf" in tool["inputSchema"]["properties"]["body"]
+    assert (
+        ReportEntry(
+            "changed", "POST /reviews", "the result's oneOf read as anyOf (1x): an answer may fit more than one branch"
+        )
+        in world.report
+    )
