@@ -68,6 +68,9 @@ class ToolErrorSpec(_Strict):
     when: str = Field(min_length=1, description="The condition, in plain words.")
 
 
+_ANNOTATION_HINTS = frozenset({"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"})
+
+
 class ToolSpec(_Strict):
     """One tool, in MCP's `Tool` wire shape plus simia's `errors`."""
 
@@ -94,6 +97,18 @@ class ToolSpec(_Strict):
     grounding: Grounding | None = Field(
         default=None, description="How the answer follows from the state (simia.sim.world.grounding)."
     )
+
+    @field_validator("annotations")
+    @classmethod
+    def _annotation_types(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        """MCP's hints are booleans and its title a string: `readOnlyHint: "yes"` would read as true to simia and
+        as garbage to a client. Other members pass through, as MCP allows."""
+        for key, item in (value or {}).items():
+            if key in _ANNOTATION_HINTS and not isinstance(item, bool):
+                raise ValueError(f"annotations.{key} must be true or false, got {item!r}")
+            if key == "title" and not isinstance(item, str):
+                raise ValueError(f"annotations.title must be a string, got {item!r}")
+        return value
 
     def mcp_dict(self) -> dict[str, Any]:
         """The tool exactly as MCP's `tools/list` sends it (without simia's `errors`, `route`, `fallback`,

@@ -270,3 +270,18 @@ def test_a_ref_outside_its_schema_or_to_nothing_is_refused_at_load_and_local_one
         f"{base}.nothing.$ref": "$ref '#/$defs/nope' points at nothing in this schema",
         f"{base}.anchor.$ref": "$ref '#nobody' names no $anchor of this schema",
     }
+
+
+def test_an_annotation_hint_that_is_not_a_boolean_is_refused_and_other_members_pass(tmp_path: Path) -> None:
+    folder = _copy_mock(tmp_path, "a", "hints")
+    raw = yaml.safe_load((folder / "world.yaml").read_text(encoding="utf-8"))
+    raw["tools"][0]["annotations"] = {"readOnlyHint": True, "title": "Get", "vendorHint": 3}
+    (folder / "world.yaml").write_text(yaml.safe_dump(raw))
+    assert load_world(folder).tools[0].annotations == {"readOnlyHint": True, "title": "Get", "vendorHint": 3}
+    raw["tools"][0]["annotations"] = {"readOnlyHint": "yes"}
+    (folder / "world.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(WorldError) as caught:
+        load_world(folder)
+    [issue] = caught.value.issues
+    assert issue.path == "$.tools[0].annotations"
+    assert "annotations.readOnlyHint must be true or false, got 'yes'" in issue.message
