@@ -87,6 +87,12 @@ async def serve(
         await store.close()
 
 
+@pytest.fixture(scope="session")
+def serve_context() -> Callable[..., Any]:
+    """`serve` itself, for a fixture of a wider scope than `make_server`'s (one server for a module's tests)."""
+    return serve
+
+
 @pytest.fixture
 def make_server(tmp_path: Path, serve_on: Callable[..., Any]) -> Callable[..., Any]:
     return serve_on(tmp_path / "simia.db")

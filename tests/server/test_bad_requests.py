@@ -1,5 +1,6 @@
 """Bad requests against a real server: each gets a 4xx `{"error": {"code", "message"}}` that says what is wrong,
-never a 5xx, and leaves every episode as it was."""
+never a 5xx, and leaves every episode as it was. One server serves the module (each test has an episode of its own
+on it): a request that changed something would show in every later snapshot too."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
+import pytest_asyncio
 from mcp import Client
+from simia.sim.backends import FunctionBackend
+from simia.testing import mock_world_answer
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 DEEP = b"[" * 5000 + b"]" * 5000
 DEEP_OBJECT = b'{"a":' * 5000 + b"1" + b"}" * 5000
@@ -162,9 +168,16 @@ class Live:
         return detail.json(), listed.json()
 
 
-@pytest.fixture
-async def live(make_server: Any) -> AsyncIterator[Live]:
-    async with make_server() as server, httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def server_url(tmp_path_factory: pytest.TempPathFactory, serve_context: Any) -> AsyncIterator[str]:
+    db = tmp_path_factory.mktemp("bad-requests") / "simia.db"
+    async with serve_context(db, FunctionBackend(mock_world_answer)) as server:
+        yield server.url
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def live(server_url: str) -> AsyncIterator[Live]:
+    async with httpx.AsyncClient(base_url=server_url, timeout=30) as http:
         episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
         async with Client(episode["mcp_url"]) as client:
             assert not (await client.call_tool("set_quantity", {"name": "milk", "qty": 2})).is_error

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def trl_group_advantages(rewards: list[float]) -> list[float]:
     """One group's advantages, as `GRPOTrainer._generate_and_score_completions` computes them. (torch and TRL are
-    imported here, not at the top: importing them takes seconds, which every test worker would pay at collection.)"""
+    imported here, not at the top: importing them takes seconds, which every test worker would pay at collection.)
+    """
     torch = pytest.importorskip("torch", reason="needs the `train` extra")
     trl_utils = pytest.importorskip("trl.trainer.utils", reason="needs the `train` extra")
     tensor = torch.tensor(rewards, dtype=torch.float32)
@@ -52,6 +53,7 @@ def shaped(verdict: Verdict) -> float:
     return verdict.reward + sum(verdict.progress.rewards)
 
 
+@pytest.mark.slow  # importing torch and TRL takes 5-7 s: out of the inner loop
 async def test_an_all_zero_outcome_group_gets_non_zero_advantages_with_progress_shaping() -> None:
     group: list[Any] = [[], [("apple", 6)], [("milk", 2)], [("rice", 3)]]  # nothing, 2/4, 1/4, undoing a kept check
     verdicts = [await rollout(calls) for calls in group]
