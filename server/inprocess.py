@@ -47,8 +47,7 @@ def free_port() -> int:
                 return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+        return int(s.getsockname()[1])
 
 
 @contextlib.asynccontextmanager
