@@ -135,8 +135,9 @@ async def answer_call(
     """One tool call through the service, with the wire's one error rule: every failure is an `isError`
     result with a short, true message (API errors keep their code; anything unexpected is logged and
     becomes `internal_error`), and nothing unexpected leaks onto the wire. With `rewards`, a committed call's
-    result carries its step reward (see `call_result`). `sessionless`: the request came without a session, so
-    once its result is handed back the same request again is a new call (`LiveEpisode.answered_sessionless`)."""
+    result carries its step reward (see `call_result`). `sessionless`: the request came without a session and with
+    a counter id, so once its result is handed back the same request again is a new call
+    (`LiveEpisode.answered_sessionless`)."""
     try:
         event = await service.call(episode_id, principal, name, arguments, request_key=key)
         if sessionless:
@@ -272,7 +273,10 @@ class McpEndpoints:
     ) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
         key = request_key(ctx, params.name, arguments)
-        sessionless = "mcp-session-id" not in _request(ctx).headers
+        # Without a session, an integer id is a per-connection counter (a client per call sends 1 every time): a
+        # request with it is a new call once its answer was handed back. A string id (a UUID) is the client's own
+        # unique request id, so a resend of it is a retry whatever happened to the first answer.
+        sessionless = "mcp-session-id" not in _request(ctx).headers and isinstance(ctx.request_id, int)
         return await answer_call(
             self.service, episode_id, principal, params.name, arguments, key, self.rewards, sessionless=sessionless
         )
