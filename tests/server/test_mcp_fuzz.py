@@ -115,6 +115,18 @@ async def _call(http: httpx.AsyncClient, path: str, name: str, raw_arguments: st
             "Arguments are too large (40011 bytes; the limit is 32768).",
             {"simia/refused_arguments": "40011 bytes"},
         ),
+        (  # Python's and pydantic's JSON parsers take NaN and Infinity; stored, they would read back as null
+            "get_item",
+            '{"name": NaN}',
+            "Arguments hold NaN or Infinity at $.name, which JSON does not have: send a number or a string.",
+            {"simia/refused_arguments": "NaN or Infinity, which JSON does not have"},
+        ),
+        (
+            "get_item",
+            '{"name": "a", "extra": {"deep": [1, -Infinity]}}',
+            "Arguments hold NaN or Infinity at $.extra.deep[1], which JSON does not have: send a number or a string.",
+            {"simia/refused_arguments": "NaN or Infinity, which JSON does not have"},
+        ),
     ],
 )
 async def test_arguments_no_store_can_hold_are_refused_as_the_agents_error_and_recorded_as_a_note(
