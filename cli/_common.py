@@ -227,6 +227,8 @@ def load_world_set(args: argparse.Namespace, *, quiet: bool = False) -> dict[str
         where = ", ".join(repr(str(d)) for d in args.worlds_dir or [default_worlds_dir()])
         raise CliError(f"no worlds in {where}: a world is a folder with world.yaml; pass --worlds-dir DIR")
     if not quiet:
+        for path in report.empty:
+            print(f"warning: no world in {path!r} (a world is a folder with world.yaml)", file=sys.stderr)
         for error in report.errors:
             where = f" ({error.source})" if error.source else ""
             print(

@@ -23,8 +23,13 @@ def _validate(args: argparse.Namespace) -> int:
         for issue in error.issues:
             print(f"  - {issue}", file=sys.stderr)
             problems += 1
+    for path in report.empty:
+        print(f"FAIL  {path}: no world here (a world is a folder with world.yaml, or pass a folder of them)",
+              file=sys.stderr)  # fmt: skip
     if not report.worlds and not report.errors:
-        print("no worlds found (a world is a folder with world.yaml)", file=sys.stderr)
+        return 1
+    if report.empty and not problems:
+        print(f"{len(report.empty)} path(s) held no world", file=sys.stderr)
         return 1
     if problems:
         print(f"{problems} problem(s) in {len(report.errors)} world(s)", file=sys.stderr)

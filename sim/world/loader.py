@@ -495,6 +495,8 @@ class LoadReport:
 
     worlds: dict[str, World] = field(default_factory=dict)
     errors: list[WorldError] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)
+    """The paths given that are folders but hold no world (no world.yaml in them or in their subfolders)."""
 
     def get(self, name: str) -> World:
         try:
@@ -525,7 +527,10 @@ def load_worlds(paths: Iterable[str | Path]) -> LoadReport:
                 )
             )
             continue
-        for folder in _world_folders(base):
+        folders = _world_folders(base)
+        if not folders:
+            report.empty.append(str(base))
+        for folder in folders:
             try:
                 world = load_world(folder)
             except WorldError as exc:
