@@ -153,6 +153,22 @@ def positive(text: str) -> int:
     return value
 
 
+def number(
+    low: float, high: float = math.inf, *, above: bool = False, what: str = "a number"
+) -> Callable[[str], float]:
+    """argparse type: a finite number (`finite`) from `low` (excluded when `above`) to `high`; `what` names it."""
+
+    def parse(text: str) -> float:
+        value = finite(text)
+        if value < low or (above and value == low) or value > high:
+            lower = f"more than {low:g}" if above else f"at least {low:g}"
+            bound = lower if high == math.inf else f"{lower} and at most {high:g}"
+            raise argparse.ArgumentTypeError(f"must be {what} {bound}, got {text}")
+        return value
+
+    return parse
+
+
 def whole(low: int, high: int) -> Callable[[str], int]:
     """argparse type: an integer from `low` to `high`."""
 

@@ -15,7 +15,16 @@ from simia.clients.user import UserSimulator
 from simia.sim.backends import Backend
 from simia.sim.world import World, load_world
 
-from ._common import CliError, add_model_flags, add_worlds_dir, backend, http_header, load_world_set, positive
+from ._common import (
+    CliError,
+    add_model_flags,
+    add_worlds_dir,
+    backend,
+    http_header,
+    load_world_set,
+    number,
+    positive,
+)
 
 __all__ = ["register"]
 
@@ -110,7 +119,12 @@ def register(sub: Any) -> None:
     add_model_flags(p)
     p.add_argument("--grade", metavar="SPEC", help="a model that grades each simulated step (5 dimensions, 1-5)")
     p.add_argument("--report", metavar="FILE", help="write the JSON report here")
-    p.add_argument("--min-agreement", type=float, metavar="X", help="exit 1 when the agreement is under X (0-1)")
+    p.add_argument(
+        "--min-agreement",
+        type=number(0, 1, what="a share"),
+        metavar="X",
+        help="exit 1 when the agreement is under X (0-1)",
+    )
     p.add_argument("--allow-drift", action="store_true", help="go on when the world's tools differ from the real ones")
     p.add_argument(
         "--allow-writes",

@@ -29,7 +29,7 @@ from simia.sim.importers import (
 )
 from simia.sim.world import WORLD_NAME, check_target, write_world
 
-from ._common import CliError, existing_file, http_header
+from ._common import CliError, existing_file, http_header, number
 
 __all__ = ["register"]
 
@@ -208,7 +208,13 @@ def register(sub: Any) -> None:
         help='calls to run on the real server, saved as reference trajectories (lines: {"tool", "arguments"})',
     )
     m.add_argument("--allow-writes", action="store_true", help="let --probe call tools not marked readOnlyHint: true")
-    m.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="for the whole exchange (60)")
+    m.add_argument(
+        "--timeout",
+        type=number(0, above=True, what="seconds"),
+        default=60.0,
+        metavar="SECONDS",
+        help="for the whole exchange (60)",
+    )
     _common(m)
     m.set_defaults(func=_import_mcp)
 
@@ -223,7 +229,7 @@ def register(sub: Any) -> None:
     o.add_argument("--operation", action="append", metavar="ID", help="only this operationId (repeatable)")
     o.add_argument(
         "--max-size-mb",
-        type=float,
+        type=number(0, above=True, what="megabytes"),
         default=MAX_SPEC_BYTES / 1024 / 1024,
         metavar="MB",
         help=f"largest description read ({MAX_SPEC_BYTES // 1024 // 1024})",
