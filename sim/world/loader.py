@@ -24,6 +24,7 @@ from ..errors import UnknownWorldError, WorldError, WorldIssue
 from ..schema import validate_instance
 from .model import GENERIC_ERRORS, Example, RealServer, SimulatorHints, Task, ToolSpec, World
 from .validation import (
+    DuplicateKey,
     IssueCollector,
     check_grounding,
     check_schema,
@@ -31,6 +32,7 @@ from .validation import (
     read_json,
     read_text,
     read_yaml,
+    unique_pairs,
 )
 
 __all__ = ["LoadReport", "default_worlds_dir", "load_world", "load_worlds"]
@@ -419,9 +421,12 @@ def _load_tasks(
         if not line.strip():
             continue
         try:
-            raw = json.loads(line)
+            raw = json.loads(line, object_pairs_hook=unique_pairs)
         except RecursionError:
             issues.add(str(path), "$", "JSON nested too deeply to read", "flatten the task's data", lineno)
+            continue
+        except DuplicateKey as exc:
+            issues.add(str(path), "$", f"{exc} in an object: JSON keeps only the last value", "remove one", lineno)
             continue
         except json.JSONDecodeError as exc:
             issues.add(

@@ -30,6 +30,7 @@ from .model import ToolSpec
 from .state import is_missing, resolve_pointer
 
 __all__ = [
+    "DuplicateKey",
     "IssueCollector",
     "check_grounding",
     "check_schema",
@@ -38,6 +39,7 @@ __all__ = [
     "read_json",
     "read_text",
     "read_yaml",
+    "unique_pairs",
 ]
 
 
@@ -120,11 +122,50 @@ def outside_folder(path: Path, issues: IssueCollector) -> bool:
     return not inside
 
 
+class DuplicateKey(ValueError):
+    """An object (a mapping) names one key twice: JSON and YAML parsers keep the last value and drop the other
+    without a word, so a world would load other than its author wrote it."""
+
+    def __init__(self, key: object, line: int | None = None) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key, self.line = key, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that names a key twice."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: its keys may be overridden here
+                continue
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if isinstance(key, str | int | float | bool) or key is None:
+                if key in seen:
+                    raise DuplicateKey(key, key_node.start_mark.line + 1)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads`' object_pairs_hook: the object, refused when a key repeats."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return value
+
+
 def read_yaml(path: Path, issues: IssueCollector) -> Any:
     if outside_folder(path, issues):
         return None
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+    except DuplicateKey as exc:
+        issues.add(str(path), "$", f"{exc}: YAML keeps only the last value", "remove or rename one of them", exc.line)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = mark.line + 1 if mark else None
@@ -151,7 +192,9 @@ def read_json(path: Path, issues: IssueCollector) -> Any:
     if outside_folder(path, issues):
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_pairs)
+    except DuplicateKey as exc:
+        issues.add(str(path), "$", f"{exc} in an object: JSON keeps only the last value", "remove or rename one")
     except json.JSONDecodeError as exc:
         issues.add(
             str(path),

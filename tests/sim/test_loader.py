@@ -285,3 +285,40 @@ def test_an_annotation_hint_that_is_not_a_boolean_is_refused_and_other_members_p
     [issue] = caught.value.issues
     assert issue.path == "$.tools[0].annotations"
     assert "annotations.readOnlyHint must be true or false, got 'yes'" in issue.message
+
+
+def test_a_key_named_twice_in_a_world_file_is_refused_where_a_parser_would_keep_the_last(tmp_path: Path) -> None:
+    folder = _copy_mock(tmp_path, "dup", "dup")
+    world_file = folder / "world.yaml"
+    world_file.write_text(
+        world_file.read_text().replace("title: Mock", "description: first\ndescription: second\ntitle: Mock")
+    )
+    (folder / "state.json").write_text('{"items": {"rice": {"qty": 2, "unit": "kg", "qty": 5}}}')
+    tasks = (folder / "tasks.jsonl").read_text().splitlines()
+    (folder / "tasks.jsonl").write_text("\n".join([tasks[0][:-1] + ', "id": "again"}', *tasks[1:]]) + "\n")
+    with pytest.raises(WorldError) as caught:
+        load_world(folder)
+    line = next(i for i, text in enumerate(world_file.read_text().splitlines(), 1) if text == "description: second")
+    assert [str(i) for i in caught.value.issues] == [
+        f"{world_file}:{line}: $: duplicate key 'description': YAML keeps only the last value"
+        " (hint: remove or rename one of them)"
+    ]
+    world_file.write_text(world_file.read_text().replace("description: first\ndescription: second\n", ""))
+    with pytest.raises(WorldError) as caught:
+        load_world(folder)
+    assert [str(i) for i in caught.value.issues][:2] == [
+        f"{folder / 'state.json'}: $: duplicate key 'qty' in an object: JSON keeps only the last value"
+        " (hint: remove or rename one)",
+        f"{folder / 'tasks.jsonl'}:1: $: duplicate key 'id' in an object: JSON keeps only the last value"
+        " (hint: remove one)",
+    ]
+
+
+def test_yaml_merge_keys_may_still_be_overridden(tmp_path: Path) -> None:
+    from simia.sim.world.validation import IssueCollector, read_yaml
+
+    file = tmp_path / "world.yaml"
+    file.write_text("base: &base {x: 1, y: 2}\nother:\n  <<: *base\n  x: 3\n")
+    issues = IssueCollector(tmp_path)
+    assert read_yaml(file, issues) == {"base": {"x": 1, "y": 2}, "other": {"x": 3, "y": 2}}
+    assert issues.issues == []
