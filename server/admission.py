@@ -7,15 +7,18 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic_core import to_json
-from simia.sim.schema import validate_instance
+from simia.sim.schema import non_finite_path, validate_instance
 
 __all__ = ["fits"]
 
 
 def fits(schema: dict[str, Any], arguments: dict[str, Any], max_argument_bytes: int) -> bool:
-    """Whether `arguments` are at most `max_argument_bytes` as JSON and valid under the input `schema`."""
+    """Whether `arguments` are at most `max_argument_bytes` as JSON, hold no NaN or Infinity, and are valid under
+    the input `schema`, formats included (`simia.sim.engine.simulator.check_call`'s rule)."""
     try:
         size = len(to_json(arguments))
     except ValueError:  # not serializable (too deep, bad unicode): the simulator refuses it
         return False
-    return size <= max_argument_bytes and not validate_instance(schema, arguments)
+    if size > max_argument_bytes or non_finite_path(arguments) is not None:
+        return False
+    return not validate_instance(schema, arguments, formats=True)

@@ -7,13 +7,14 @@ schema itself against its metaschema is world loading (`simia.sim.world.loader`)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
 import jsonschema_rs
 from jsonschema import Draft202012Validator, validators
 
-__all__ = ["error_path", "validate_instance"]
+__all__ = ["error_path", "non_finite_path", "validate_instance"]
 
 
 def error_path(prefix: str, parts: Iterable[str | int]) -> str:
@@ -21,31 +22,32 @@ def error_path(prefix: str, parts: Iterable[str | int]) -> str:
     return prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
 
 
-_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
+_VALIDATORS: dict[tuple[int, bool], tuple[dict[str, Any], Any]] = {}
 
 
-def _validator(schema: dict[str, Any]) -> Any:
+def _validator(schema: dict[str, Any], formats: bool = False) -> Any:
     """A compiled validator per schema object (worlds are immutable, so their schemas are too).
 
     The Rust `jsonschema-rs` validates on every tool call (about 200x faster than the
     pure-Python `jsonschema`, which the loader keeps for metaschema checks); schemas it
     cannot compile fall back to `jsonschema`.
     """
-    entry = _VALIDATORS.get(id(schema))
+    entry = _VALIDATORS.get((id(schema), formats))
     if entry is None or entry[0] is not schema:
         if len(_VALIDATORS) > 4096:
             _VALIDATORS.clear()
         try:
-            compiled: Any = jsonschema_rs.validator_for(schema)
+            compiled: Any = jsonschema_rs.validator_for(schema, validate_formats=formats)
         except Exception:  # unsupported by jsonschema-rs (e.g. a remote $ref): use the reference implementation
-            compiled = _PyValidator(schema)
-        entry = _VALIDATORS[id(schema)] = (schema, compiled)
+            compiled = _PyValidator(schema, formats)
+        entry = _VALIDATORS[(id(schema), formats)] = (schema, compiled)
     return entry[1]
 
 
 class _PyValidator:
-    def __init__(self, schema: dict[str, Any]) -> None:
-        self._validator = validators.validator_for(schema, default=Draft202012Validator)(schema)
+    def __init__(self, schema: dict[str, Any], formats: bool) -> None:
+        cls = validators.validator_for(schema, default=Draft202012Validator)
+        self._validator = cls(schema, format_checker=cls.FORMAT_CHECKER if formats else None)
 
     def is_valid(self, instance: Any) -> bool:
         return bool(self._validator.is_valid(instance))
@@ -56,10 +58,34 @@ class _PyValidator:
             yield err
 
 
-def validate_instance(schema: dict[str, Any], instance: Any) -> list[str]:
-    """Validate `instance` against `schema`; returns readable messages (empty when valid)."""
-    validator = _validator(schema)
+def validate_instance(schema: dict[str, Any], instance: Any, *, formats: bool = False) -> list[str]:
+    """Validate `instance` against `schema`; returns readable messages (empty when valid).
+
+    Args:
+        formats: also check `format` (date, date-time, email, uuid, ipv4, uri, ...; unknown formats such as
+            OpenAPI's int32 pass). On for what an agent sends, as a real API would refuse `"date": "tomorrow"`;
+            off for what a model answers (JSON Schema makes `format` an annotation, and a constrained decoder
+            does not enforce it).
+    """
+    validator = _validator(schema, formats)
     if validator.is_valid(instance):
         return []
     errors = sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.instance_path])
     return [f"{error_path('$', list(err.instance_path))}: {err.message}" for err in errors]
+
+
+def non_finite_path(value: Any) -> str | None:
+    """The JSON path of the first NaN or infinite number inside `value` (iterative), or None when there is none.
+
+    JSON has no such numbers, but Python's and pydantic's parsers accept `NaN` and `Infinity`; serialized, they
+    would become null, so the simulator (and the log) would see a value the agent never sent."""
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return path
+        if isinstance(item, dict):
+            stack.extend((inner, f"{path}.{key}") for key, inner in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((inner, f"{path}[{i}]") for i, inner in reversed(list(enumerate(item))))
+    return None

@@ -11,7 +11,6 @@ modified; a `Step` carries the new one.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -21,7 +20,7 @@ from typing import Any, Literal
 from ..backends import Backend, CompletionRequest, Usage
 from ..errors import BackendError, BackendOutputError, StateError
 from ..records import PastCall, result_text
-from ..schema import validate_instance
+from ..schema import non_finite_path, validate_instance
 from ..storage import ResponseCache, cache_key
 from ..world import State, ToolSpec, World, apply_patch, as_state, compact_json
 from .grounded import Broken, Plan, Refused, contradiction, facts, merged_patch, plan_call
@@ -104,23 +103,6 @@ def _too_deep(value: Any, limit: int) -> bool:
     return False
 
 
-def _non_finite(value: Any) -> str | None:
-    """The JSON path of the first NaN or infinite number inside `value` (iterative), or None when there is none.
-
-    JSON has no such numbers, but Python's and pydantic's parsers accept `NaN` and `Infinity`; serialized, they
-    would become null, so the simulator (and the log) would see a value the agent never sent."""
-    stack: list[tuple[Any, str]] = [(value, "$")]
-    while stack:
-        item, path = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            return path
-        if isinstance(item, dict):
-            stack.extend((inner, f"{path}.{key}") for key, inner in reversed(item.items()))
-        elif isinstance(item, list):
-            stack.extend((inner, f"{path}[{i}]") for i, inner in reversed(list(enumerate(item))))
-    return None
-
-
 def _recordable(call: ToolCall, max_argument_bytes: int) -> ToolCall:
     """What a refused call's event keeps: the name made safe to store, and the arguments unless they are over
     the limits (then a note of what was refused: a refused call must not grow the database by megabytes)."""
@@ -128,7 +110,7 @@ def _recordable(call: ToolCall, max_argument_bytes: int) -> ToolCall:
         size = len(call.arguments_json.encode()) if not _too_deep(call.arguments, MAX_ARGUMENT_DEPTH) else -1
     except ValueError:
         size = -1
-    if _non_finite(call.arguments) is not None:
+    if non_finite_path(call.arguments) is not None:
         return ToolCall(_shown(call.tool), {"simia/refused_arguments": "NaN or Infinity, which JSON does not have"})
     if 0 <= size <= max_argument_bytes:
         return ToolCall(_shown(call.tool), call.arguments)
@@ -159,10 +141,10 @@ def check_call(world: World, call: ToolCall, *, max_argument_bytes: int = 32_768
         return tool, "Arguments must be valid Unicode text (a string holds an unpaired surrogate)."
     if size > max_argument_bytes:
         return tool, f"Arguments are too large ({size} bytes; the limit is {max_argument_bytes})."
-    where = _non_finite(call.arguments)
+    where = non_finite_path(call.arguments)
     if where is not None:
         return tool, f"Arguments hold NaN or Infinity at {where}, which JSON does not have: send a number or a string."
-    problems = validate_instance(tool.input_schema, call.arguments)
+    problems = validate_instance(tool.input_schema, call.arguments, formats=True)
     if problems:
         return tool, f"Invalid arguments for {tool.name}: " + "; ".join(problems[:5])
     return tool, None

@@ -23,7 +23,7 @@ from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ValidationError
 
-from ..errors import WorldIssue
+from ..errors import SimiaError, WorldIssue
 from ..schema import error_path
 from .grounding import fill_jsonpath, template_names
 from .model import ToolSpec
@@ -122,7 +122,7 @@ def outside_folder(path: Path, issues: IssueCollector) -> bool:
     return not inside
 
 
-class DuplicateKey(ValueError):
+class DuplicateKey(SimiaError):
     """An object (a mapping) names one key twice: JSON and YAML parsers keep the last value and drop the other
     without a word, so a world would load other than its author wrote it."""
 

@@ -2,10 +2,12 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from simia.sim import World, load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend, RetryPolicy, ScriptedBackend, resolve_backend
 from simia.sim.engine import Simulator, ToolCall, needles_of, slice_state
@@ -138,6 +140,49 @@ async def test_bad_calls_are_agent_errors_made_before_any_model_call(
     step = await Simulator(backend).step(mock, mock.initial_state, [], call)
     assert (step.is_error, step.error_kind, step.error_code, step.text) == (True, "agent", code, text)
     assert backend.requests == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "text"),
+    [
+        ({"name": "milk", "best_before": "tomorrow"}, '$.best_before: "tomorrow" is not a "date"'),
+        ({"name": "milk", "best_before": "2026-02-30"}, '$.best_before: "2026-02-30" is not a "date"'),
+        ({"name": "milk", "contact": "nobody"}, '$.contact: "nobody" is not a "email"'),
+        ({"name": "milk", "best_before": "2026-02-28", "contact": "a@example.com", "count": 2**40}, None),
+    ],
+)
+async def test_arguments_are_checked_against_their_formats_as_a_real_api_would(
+    tmp_path: Path, arguments: dict[str, Any], text: str | None
+) -> None:
+    folder = tmp_path / "pantry"
+    shutil.copytree(ROOT / "tool_specs" / "mock", folder)
+    raw = yaml.safe_load((folder / "world.yaml").read_text())
+    raw["tools"].append(
+        {
+            "name": "note_item",
+            "description": "Note when an item goes off.",
+            "annotations": {"readOnlyHint": True},
+            "inputSchema": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "best_before": {"type": "string", "format": "date"},
+                    "contact": {"type": "string", "format": "email"},
+                    "count": {"type": "integer", "format": "int32"},  # OpenAPI's: not JSON Schema's, not checked
+                },
+            },
+        }
+    )
+    (folder / "world.yaml").write_text(yaml.safe_dump(raw))
+    world = load_world(folder)
+    backend = ScriptedBackend([answer({"noted": True}, [])])
+    step = await Simulator(backend).step(world, world.initial_state, [], ToolCall("note_item", arguments))
+    if text is None:
+        assert not step.is_error and len(backend.requests) == 1
+    else:
+        assert (step.is_error, step.error_kind, step.error_code) == (True, "agent", "invalid_arguments")
+        assert step.text == f"Invalid arguments for note_item: {text}" and backend.requests == []
 
 
 async def test_backend_failure_is_a_clean_infra_error(mock: World) -> None:
