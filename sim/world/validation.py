@@ -237,33 +237,36 @@ def check_schema(schema: dict[str, Any], file: str, path: str, issues: IssueColl
 
 _DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
 """Keywords whose values are data, not schemas: a `$ref` inside them is a value like any other."""
+_NAMED_SCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+"""Keywords whose members are schemas under names chosen by the author (a property may be named `enum`)."""
 
 
-def _refs(node: Any, where: str) -> Iterable[tuple[str, str]]:
-    """(path, reference) of every `$ref` in a schema, outside the keywords that hold data."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "$ref" and isinstance(value, str):
-                yield where, value
+def _schema_nodes(schema: Any, where: str) -> Iterable[tuple[str, dict[str, Any]]]:
+    """(path, node) of every schema object inside `schema`, itself first, outside the keywords that hold data
+    (walked without recursion: a schema nests as deep as its file)."""
+    stack: list[tuple[str, Any]] = [(where, schema)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(node))))
+            continue
+        if not isinstance(node, dict):
+            continue
+        yield path, node
+        for key, value in reversed(list(node.items())):
+            if key in _NAMED_SCHEMAS and isinstance(value, dict):
+                stack.extend((f"{path}.{key}.{name}", inner) for name, inner in reversed(list(value.items())))
             elif key not in _DATA_KEYWORDS:
-                yield from _refs(value, f"{where}.{key}")
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from _refs(value, f"{where}[{i}]")
+                stack.append((f"{path}.{key}", value))
 
 
-def _anchors(node: Any) -> set[str]:
-    found: set[str] = set()
-    if isinstance(node, dict):
-        if isinstance(node.get("$anchor"), str):
-            found.add(node["$anchor"])
-        for key, value in node.items():
-            if key not in _DATA_KEYWORDS:
-                found |= _anchors(value)
-    elif isinstance(node, list):
-        for value in node:
-            found |= _anchors(value)
-    return found
+def _refs(schema: Any, where: str) -> Iterable[tuple[str, str]]:
+    """(path, reference) of every `$ref` in a schema, outside the keywords that hold data."""
+    return ((path, node["$ref"]) for path, node in _schema_nodes(schema, where) if isinstance(node.get("$ref"), str))
+
+
+def _anchors(schema: Any) -> set[str]:
+    return {node["$anchor"] for _, node in _schema_nodes(schema, "$") if isinstance(node.get("$anchor"), str)}
 
 
 def _check_refs(schema: dict[str, Any], file: str, path: str, issues: IssueCollector) -> bool:

@@ -257,6 +257,7 @@ def test_a_ref_outside_its_schema_or_to_nothing_is_refused_at_load_and_local_one
             "file": {"$ref": "other.json#/x"},
             "nothing": {"$ref": "#/$defs/nope"},
             "anchor": {"$ref": "#nobody"},
+            "enum": {"$ref": "#/$defs/gone"},  # a property named like a data keyword is still a schema
         },
     }
     (folder / "world.yaml").write_text(yaml.safe_dump(raw))
@@ -269,6 +270,7 @@ def test_a_ref_outside_its_schema_or_to_nothing_is_refused_at_load_and_local_one
         f"{base}.file.$ref": "a $ref outside the schema ('other.json#/x') is not fetched",
         f"{base}.nothing.$ref": "$ref '#/$defs/nope' points at nothing in this schema",
         f"{base}.anchor.$ref": "$ref '#nobody' names no $anchor of this schema",
+        f"{base}.enum.$ref": "$ref '#/$defs/gone' points at nothing in this schema",
     }
 
 
