@@ -61,6 +61,7 @@ class ServeProcess:
         new_session: bool = False,
     ) -> None:
         self._own_port = port is None  # a port it chose: another may be chosen when that one was taken meanwhile
+        self._starts = 0
         self._command = [*command, *args]
         self._listen(port or free_port())
         self.cwd, self.log, self.timeout, self.grace, self.new_session = cwd, log, timeout, grace, new_session
@@ -73,10 +74,12 @@ class ServeProcess:
         self.url = f"http://127.0.0.1:{port}"
         self.argv = [*self._command, "--port", str(port)]
 
-    def _port_taken(self, error: BaseException) -> bool:
-        """Whether `error` is the process refusing a port it chose because another process took it between the
-        choice and the bind; if so, the next start listens on another."""
-        if not (self._own_port and isinstance(error, RuntimeError) and "Address already in use" in str(error)):
+    def _start_again(self, error: BaseException) -> bool:
+        """Whether to start again after `error`: the process refused a port it chose because another process took
+        it between the choice and the bind, and tries are left (`PORT_ATTEMPTS`); if so, it listens on another."""
+        taken = self._own_port and isinstance(error, RuntimeError) and "Address already in use" in str(error)
+        self._starts += 1
+        if not taken or self._starts >= PORT_ATTEMPTS:
             return False
         self._listen(free_port())
         return True
@@ -190,17 +193,16 @@ class ServeProcess:
                 self._output = None
 
     def __enter__(self) -> ServeProcess:
-        for attempt in range(PORT_ATTEMPTS):
+        self._starts = 0
+        while True:
             self.start()
             try:
                 self.wait_healthy()
+                return self
             except BaseException as error:
                 self.close()
-                if attempt + 1 < PORT_ATTEMPTS and self._port_taken(error):
-                    continue
-                raise
-            return self
-        raise AssertionError("unreachable")
+                if not self._start_again(error):
+                    raise
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
@@ -208,17 +210,16 @@ class ServeProcess:
         self.close()
 
     async def __aenter__(self) -> ServeProcess:
-        for attempt in range(PORT_ATTEMPTS):
+        self._starts = 0
+        while True:
             self.start()
             try:
                 await self.healthy()
+                return self
             except BaseException as error:
                 await asyncio.to_thread(self.close)
-                if attempt + 1 < PORT_ATTEMPTS and self._port_taken(error):
-                    continue
-                raise
-            return self
-        raise AssertionError("unreachable")
+                if not self._start_again(error):
+                    raise
 
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
