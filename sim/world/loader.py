@@ -26,9 +26,11 @@ from .model import GENERIC_ERRORS, Example, RealServer, SimulatorHints, Task, To
 from .validation import (
     DuplicateKey,
     IssueCollector,
+    NotJsonNumber,
     check_grounding,
     check_schema,
     is_json_pointer,
+    no_constants,
     read_json,
     read_text,
     read_yaml,
@@ -421,12 +423,15 @@ def _load_tasks(
         if not line.strip():
             continue
         try:
-            raw = json.loads(line, object_pairs_hook=unique_pairs)
+            raw = json.loads(line, object_pairs_hook=unique_pairs, parse_constant=no_constants)
         except RecursionError:
             issues.add(str(path), "$", "JSON nested too deeply to read", "flatten the task's data", lineno)
             continue
         except DuplicateKey as exc:
             issues.add(str(path), "$", f"{exc} in an object: JSON keeps only the last value", "remove one", lineno)
+            continue
+        except NotJsonNumber as exc:
+            issues.add(str(path), "$", str(exc), "write a number, a string or null", lineno)
             continue
         except json.JSONDecodeError as exc:
             issues.add(

@@ -32,9 +32,11 @@ from .state import is_missing, resolve_pointer
 __all__ = [
     "DuplicateKey",
     "IssueCollector",
+    "NotJsonNumber",
     "check_grounding",
     "check_schema",
     "is_json_pointer",
+    "no_constants",
     "outside_folder",
     "read_json",
     "read_text",
@@ -159,6 +161,19 @@ def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return value
 
 
+class NotJsonNumber(SimiaError):
+    """`NaN`, `Infinity` or `-Infinity` in a JSON file: Python's parser takes them, JSON has no such numbers, and
+    served they would read back as null (a rule expecting one could never pass)."""
+
+    def __init__(self, constant: str) -> None:
+        super().__init__(f"{constant} is not a JSON number")
+
+
+def no_constants(constant: str) -> Any:
+    """`json.loads`' parse_constant: refuse NaN and the infinities."""
+    raise NotJsonNumber(constant)
+
+
 def read_yaml(path: Path, issues: IssueCollector) -> Any:
     if outside_folder(path, issues):
         return None
@@ -192,7 +207,9 @@ def read_json(path: Path, issues: IssueCollector) -> Any:
     if outside_folder(path, issues):
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_pairs)
+        return json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_pairs, parse_constant=no_constants)
+    except NotJsonNumber as exc:
+        issues.add(str(path), "$", str(exc), "write a number, a string or null")
     except DuplicateKey as exc:
         issues.add(str(path), "$", f"{exc} in an object: JSON keeps only the last value", "remove or rename one")
     except json.JSONDecodeError as exc:

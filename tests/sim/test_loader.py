@@ -324,3 +324,16 @@ def test_yaml_merge_keys_may_still_be_overridden(tmp_path: Path) -> None:
     issues = IssueCollector(tmp_path)
     assert read_yaml(file, issues) == {"base": {"x": 1, "y": 2}, "other": {"x": 3, "y": 2}}
     assert issues.issues == []
+
+
+def test_nan_and_infinity_in_a_world_file_are_refused_as_not_json(tmp_path: Path) -> None:
+    folder = _copy_mock(tmp_path, "nan", "nan")
+    (folder / "state.json").write_text('{"items": {"rice": {"qty": NaN, "unit": "kg"}}}')
+    tasks = (folder / "tasks.jsonl").read_text().splitlines()
+    (folder / "tasks.jsonl").write_text("\n".join([tasks[0][:-1] + ', "x": -Infinity}', *tasks[1:]]) + "\n")
+    with pytest.raises(WorldError) as caught:
+        load_world(folder)
+    assert [str(i) for i in caught.value.issues][:2] == [
+        f"{folder / 'state.json'}: $: NaN is not a JSON number (hint: write a number, a string or null)",
+        f"{folder / 'tasks.jsonl'}:1: $: -Infinity is not a JSON number (hint: write a number, a string or null)",
+    ]
