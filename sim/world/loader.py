@@ -24,17 +24,15 @@ from ..errors import UnknownWorldError, WorldError, WorldIssue
 from ..schema import validate_instance
 from .model import GENERIC_ERRORS, Example, RealServer, SimulatorHints, Task, ToolSpec, World
 from .validation import (
-    DuplicateKey,
     IssueCollector,
-    NotJsonNumber,
+    NotPlainJson,
     check_grounding,
     check_schema,
     is_json_pointer,
-    no_constants,
     read_json,
     read_text,
     read_yaml,
-    unique_pairs,
+    strict_json,
 )
 
 __all__ = ["LoadReport", "default_worlds_dir", "load_world", "load_worlds"]
@@ -423,15 +421,12 @@ def _load_tasks(
         if not line.strip():
             continue
         try:
-            raw = json.loads(line, object_pairs_hook=unique_pairs, parse_constant=no_constants)
+            raw = strict_json(line)
         except RecursionError:
             issues.add(str(path), "$", "JSON nested too deeply to read", "flatten the task's data", lineno)
             continue
-        except DuplicateKey as exc:
-            issues.add(str(path), "$", f"{exc} in an object: JSON keeps only the last value", "remove one", lineno)
-            continue
-        except NotJsonNumber as exc:
-            issues.add(str(path), "$", str(exc), "write a number, a string or null", lineno)
+        except NotPlainJson as exc:
+            issues.add(str(path), "$", str(exc), exc.hint, lineno)
             continue
         except json.JSONDecodeError as exc:
             issues.add(

@@ -30,18 +30,16 @@ from .model import ToolSpec
 from .state import is_missing, resolve_pointer
 
 __all__ = [
-    "DuplicateKey",
     "IssueCollector",
-    "NotJsonNumber",
+    "NotPlainJson",
     "check_grounding",
     "check_schema",
     "is_json_pointer",
-    "no_constants",
     "outside_folder",
     "read_json",
     "read_text",
     "read_yaml",
-    "unique_pairs",
+    "strict_json",
 ]
 
 
@@ -124,12 +122,22 @@ def outside_folder(path: Path, issues: IssueCollector) -> bool:
     return not inside
 
 
-class DuplicateKey(SimiaError):
+class NotPlainJson(SimiaError):
+    """A file parses, but not as plain JSON (or YAML) means it: one of the errors below. `hint` says the fix."""
+
+    hint = ""
+    line: int | None = None
+
+
+class DuplicateKey(NotPlainJson):
     """An object (a mapping) names one key twice: JSON and YAML parsers keep the last value and drop the other
     without a word, so a world would load other than its author wrote it."""
 
-    def __init__(self, key: object, line: int | None = None) -> None:
-        super().__init__(f"duplicate key {key!r}")
+    hint = "remove or rename one"
+
+    def __init__(self, key: object, line: int | None = None, *, language: str = "JSON") -> None:
+        where = "" if language == "YAML" else " in an object"
+        super().__init__(f"duplicate key {key!r}{where}: {language} keeps only the last value")
         self.key, self.line = key, line
 
 
@@ -144,12 +152,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
             if isinstance(key, str | int | float | bool) or key is None:
                 if key in seen:
-                    raise DuplicateKey(key, key_node.start_mark.line + 1)
+                    raise DuplicateKey(key, key_node.start_mark.line + 1, language="YAML")
                 seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
 
-def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """`json.loads`' object_pairs_hook: the object, refused when a key repeats."""
     value = dict(pairs)
     if len(value) != len(pairs):
@@ -161,17 +169,28 @@ def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return value
 
 
-class NotJsonNumber(SimiaError):
+class NotJsonNumber(NotPlainJson):
     """`NaN`, `Infinity` or `-Infinity` in a JSON file: Python's parser takes them, JSON has no such numbers, and
     served they would read back as null (a rule expecting one could never pass)."""
+
+    hint = "write a number, a string or null"
 
     def __init__(self, constant: str) -> None:
         super().__init__(f"{constant} is not a JSON number")
 
 
-def no_constants(constant: str) -> Any:
+def _no_constants(constant: str) -> Any:
     """`json.loads`' parse_constant: refuse NaN and the infinities."""
     raise NotJsonNumber(constant)
+
+
+def strict_json(text: str) -> Any:
+    """`json.loads`, refusing what it would take without a word: a key named twice, NaN and the infinities.
+
+    Raises:
+        NotPlainJson: one of them (besides `json.loads`' own errors).
+    """
+    return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constants)
 
 
 def read_yaml(path: Path, issues: IssueCollector) -> Any:
@@ -180,7 +199,7 @@ def read_yaml(path: Path, issues: IssueCollector) -> Any:
     try:
         return yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except DuplicateKey as exc:
-        issues.add(str(path), "$", f"{exc}: YAML keeps only the last value", "remove or rename one of them", exc.line)
+        issues.add(str(path), "$", str(exc), f"{exc.hint} of them", exc.line)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = mark.line + 1 if mark else None
@@ -207,11 +226,9 @@ def read_json(path: Path, issues: IssueCollector) -> Any:
     if outside_folder(path, issues):
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_pairs, parse_constant=no_constants)
-    except NotJsonNumber as exc:
-        issues.add(str(path), "$", str(exc), "write a number, a string or null")
-    except DuplicateKey as exc:
-        issues.add(str(path), "$", f"{exc} in an object: JSON keeps only the last value", "remove or rename one")
+        return strict_json(path.read_text(encoding="utf-8"))
+    except NotPlainJson as exc:
+        issues.add(str(path), "$", str(exc), exc.hint)
     except json.JSONDecodeError as exc:
         issues.add(
             str(path),

@@ -312,7 +312,7 @@ def test_a_key_named_twice_in_a_world_file_is_refused_where_a_parser_would_keep_
         f"{folder / 'state.json'}: $: duplicate key 'qty' in an object: JSON keeps only the last value"
         " (hint: remove or rename one)",
         f"{folder / 'tasks.jsonl'}:1: $: duplicate key 'id' in an object: JSON keeps only the last value"
-        " (hint: remove one)",
+        " (hint: remove or rename one)",
     ]
 
 
