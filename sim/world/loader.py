@@ -20,9 +20,10 @@ from typing import Any
 import jsonpatch
 from pydantic import BaseModel, ValidationError
 
-from ..errors import UnknownWorldError, WorldError, WorldIssue
+from ..errors import StateError, UnknownWorldError, WorldError, WorldIssue
 from ..schema import validate_instance
-from .model import GENERIC_ERRORS, Example, RealServer, SimulatorHints, Task, ToolSpec, World
+from .model import ABSENT, GENERIC_ERRORS, Example, RealServer, SimulatorHints, Task, ToolSpec, World
+from .state import State, apply_patch, as_state, is_missing, resolve_pointer
 from .validation import (
     IssueCollector,
     NotPlainJson,
@@ -489,9 +490,47 @@ def _load_tasks(
                         lineno,
                     )
                     ok = False
+        if ok and state_schema is not None and task.expected_state:
+            base = as_state(patched if task.initial_state_patch else state, digest="")
+            for pointer, problem in _impossible_expectations(base, task.expected_state, state_schema):
+                issues.add(
+                    str(path),
+                    f"$.expected_state[{pointer!r}]",
+                    f"expects {json.dumps(task.expected_state[pointer])[:80]} at {pointer}, which state_schema never "
+                    f"allows: {problem}",
+                    "fix the expected value, or state_schema if the value is right (the task could never pass)",
+                    lineno,
+                )
+                ok = False
         if ok:
             tasks.append(task)
     return tasks
+
+
+def _impossible_expectations(
+    base: State, expected: dict[str, Any], schema: dict[str, Any]
+) -> Iterable[tuple[str, str]]:
+    """Each pointer of `expected` whose value `schema` refuses where it would stand in `base`, with the problem.
+
+    Checked as the patch that would make the expectation true (replace, add, or remove for `ABSENT`), on the part it
+    touches; a pointer under a record `base` lacks (one the agent is to create) is not checked."""
+    for pointer, value in expected.items():
+        if not is_json_pointer(pointer):
+            continue
+        current = resolve_pointer(base, pointer)
+        if value == ABSENT:
+            op = None if is_missing(current) else {"op": "remove", "path": pointer}
+        elif not is_missing(current):
+            op = {"op": "replace", "path": pointer, "value": value}
+        else:
+            parent = resolve_pointer(base, pointer.rsplit("/", 1)[0]) if pointer else None
+            op = {"op": "add", "path": pointer, "value": value} if isinstance(parent, dict) else None
+        if op is None:
+            continue
+        try:
+            apply_patch(base, [op], schema)
+        except StateError as exc:
+            yield pointer, str(exc).removeprefix("patched state breaks state_schema: ")
 
 
 @dataclass

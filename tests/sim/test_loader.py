@@ -337,3 +337,36 @@ def test_nan_and_infinity_in_a_world_file_are_refused_as_not_json(tmp_path: Path
         f"{folder / 'state.json'}: $: NaN is not a JSON number (hint: write a number, a string or null)",
         f"{folder / 'tasks.jsonl'}:1: $: -Infinity is not a JSON number (hint: write a number, a string or null)",
     ]
+
+
+def test_a_task_expecting_what_the_state_schema_forbids_is_refused_and_one_the_agent_may_create_passes(
+    tmp_path: Path,
+) -> None:
+    folder = _copy_mock(tmp_path, "never", "never")
+    tasks = [
+        {"id": "words", "instruction": "Set milk to four.", "expected_state": {"/items/milk/qty": "four"}},
+        {"id": "too_many", "instruction": "x", "expected_state": {"/items/rice/qty": 101, "/items/rice/unit": "kg"}},
+        {"id": "no_qty", "instruction": "x", "expected_state": {"/items/apple/qty": {"$absent": True}}},
+        {"id": "bad_new", "instruction": "x", "expected_state": {"/items/tea": {"unit": "g"}}},
+        {"id": "new_ok", "instruction": "x", "expected_state": {"/items/tea/qty": 5, "/items/tea": {"qty": 5}}},
+        {"id": "gone_ok", "instruction": "x", "expected_state": {"/items/apple": {"$absent": True}}},
+    ]
+    (folder / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    with pytest.raises(WorldError) as caught:
+        load_world(folder)
+    found = [(i.line, i.path, i.message) for i in caught.value.issues]
+    assert [(line, path) for line, path, _ in found] == [
+        (1, "$.expected_state['/items/milk/qty']"),
+        (2, "$.expected_state['/items/rice/qty']"),
+        (3, "$.expected_state['/items/apple/qty']"),
+        (4, "$.expected_state['/items/tea']"),
+    ]
+    assert found[0][2] == (
+        'expects "four" at /items/milk/qty, which state_schema never allows: '
+        '$.items.milk.qty: "four" is not of type "integer"'
+    )
+    assert "101 is greater than the maximum of 100" in found[1][2]
+    assert '"qty" is a required property' in found[2][2] and '"qty" is a required property' in found[3][2]
+    assert "hint" not in found[0][2] and caught.value.issues[0].hint.startswith("fix the expected value")
+    (folder / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks[4:]))
+    assert [t.id for t in load_world(folder).tasks] == ["new_ok", "gone_ok"]
