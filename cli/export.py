@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from simia.training.export import FORMATS, export, parse_since
+from simia.training.export import FORMATS, NothingToExport, export, parse_since
 
 from ._common import CliError, add_worlds_dir, finite, load_world_set, readable_db
 
@@ -35,21 +35,24 @@ def _export(args: argparse.Namespace) -> int:
         what = "is a file" if out.parent.exists() else "does not exist; create it first"
         raise CliError(f"--out {args.out!r}: folder {str(out.parent)!r} {what}")
     worlds = load_world_set(args) if args.worlds_dir else None
-    report = asyncio.run(
-        export(
-            args.db,
-            args.format,
-            out,
-            worlds,
-            include_masked=args.include_masked,
-            world=args.world,
-            task=args.task,
-            min_reward=args.min_reward,
-            status=args.status,
-            since=since,
-            injected=args.injected,
+    try:
+        report = asyncio.run(
+            export(
+                args.db,
+                args.format,
+                out,
+                worlds,
+                include_masked=args.include_masked,
+                world=args.world,
+                task=args.task,
+                min_reward=args.min_reward,
+                status=args.status,
+                since=since,
+                injected=args.injected,
+            )
         )
-    )
+    except NothingToExport as exc:
+        raise CliError(str(exc)) from None
     print(report.render())
     for note in report.notes:
         print(note, file=sys.stderr)

@@ -30,7 +30,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from simia.sim.engine import Simulator
 from simia.sim.errors import SimiaError, StateError, StoreUnavailable
 from simia.sim.judging import Judge
-from simia.sim.storage import Store
+from simia.sim.storage import Store, unmatched_filter
 from simia.sim.wire import (
     CreateEpisode,
     EndedEpisode,
@@ -55,7 +55,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .drain import Drain, DrainGate
 from .episodes import EpisodeService
-from .errors import ApiError, BadRequest, http_error
+from .errors import ApiError, BadRequest, NotFound, http_error
 from .mcp import EpisodeGate, McpEndpoints, WorldGate
 from .metrics import Metrics
 from .middleware import EpisodeMcpShortcut, Guard, ViewerSplit
@@ -273,9 +273,13 @@ class SimiaApp:
         status = q.get("status")
         if status is not None and status not in {"active", "ended", "abandoned"}:
             raise BadRequest(f"status must be active, ended or abandoned, got {status!r}")
-        episodes = await self.store.list_episodes(
-            world=q.get("world"), status=status, task=q.get("task"), principal=request.state.principal
-        )
+        world, task, principal = q.get("world"), q.get("task"), request.state.principal
+        episodes = await self.store.list_episodes(world=world, status=status, task=task, principal=principal)
+        if not episodes and (world is not None or task is not None):
+            served = {name: [t.id for t in w.tasks] for name, w in self.service.worlds.items()}
+            why = unmatched_filter(await self.store.task_stats(principal=principal), world, task, served)
+            if why is not None:
+                raise NotFound(f"{why} (served or with episodes here; GET /v1/worlds lists the served ones)")
         return json_response(EpisodeList(episodes=[self._episode(request, e, Episode) for e in episodes]))
 
     async def get_episode(self, request: Request) -> Response:

@@ -15,7 +15,7 @@ from simia.sim.storage import Store
 from simia.sim.world import State, World, apply_patch, apply_patches
 
 from .calls import CallPipeline
-from .errors import BadRequest, NotFound, Overloaded
+from .errors import BadRequest, Conflict, NotFound, Overloaded
 from .live import LiveEpisodes
 from .metrics import Metrics
 from .real_tools import RealTools
@@ -217,15 +217,27 @@ class EpisodeService:
         transcript: list[dict[str, Any]] | None = None,
         tokens: dict[str, Any] | None = None,
     ) -> EpisodeRecord:
-        """Close the episode (idempotent), judge it when a judge is configured, and store the verdict."""
+        """Close the episode, judge it when a judge is configured, and store the verdict.
+
+        Idempotent: ending an ended episode again with the same body (or none) answers the stored episode and judges
+        nothing again. Its verdict stands: a transcript or tokens other than those stored raise `Conflict`, or an
+        agent could replace a transcript flagged as fabricated by a clean one. An abandoned episode is ended and
+        judged as an active one is.
+
+        Raises:
+            Conflict: the episode was ended before with another transcript or other tokens.
+        """
         entry = self._live.entry(episode_id)
         entry.users += 1
         try:
             async with entry.lock:
                 episode = await self.get(episode_id, principal)
                 was_active = episode.status == "active"
+                if episode.status == "ended":
+                    _same_end(episode, transcript, tokens)
+                    transcript, tokens = episode.transcript, episode.tokens
                 verdict = episode.verdict
-                if self.judge is not None and (verdict is None or transcript is not None):
+                if self.judge is not None and verdict is None:
                     world = self.world(episode.world)
                     task = world.task(episode.task) if episode.task else None
                     view = await EpisodeView.read(self.store, episode, transcript)
@@ -268,3 +280,16 @@ class EpisodeService:
     async def close(self) -> None:
         """Close what the service holds open outside the store: the real servers' sessions (the server stops)."""
         await self.real.close_all()
+
+
+def _same_end(episode: EpisodeRecord, transcript: list[dict[str, Any]] | None, tokens: dict[str, Any] | None) -> None:
+    """Raise `Conflict` unless ending the ended `episode` again with this body changes nothing it stored."""
+    for what, sent, stored in (("transcript", transcript, episode.transcript), ("tokens", tokens, episode.tokens)):
+        if sent is not None and sent != stored:
+            had = f"without {what}" if stored is None else f"with other {what}"
+            raise Conflict(
+                f"episode {episode.id} is already ended, {had}: its verdict stands and is not judged "
+                f"again. Send the same body (or none) to read it, or GET /v1/episodes/{episode.id}; to judge its "
+                f"stored transcript again, run: simia judge {episode.id} --db DB",
+                episode_id=episode.id,
+            )

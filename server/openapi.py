@@ -41,8 +41,10 @@ ERROR_STATUSES: dict[int, str] = {
     400: "Malformed JSON, an unknown, missing or invalid field, or a bad query value (the message names it)",
     401: "Missing or unknown bearer token",
     403: "Origin not allowed (DNS-rebinding protection)",
-    404: "Unknown episode or world (also: another principal's episode)",
-    409: "The episode is not active",
+    404: "Unknown episode or world (also: another principal's episode), or a list filter naming a world or task that "
+    "no episode has and no served world defines",
+    409: "The episode is not active, or (`/end`) it was ended before with another transcript or other tokens: its "
+    "verdict stands",
     413: "Request body over the size limit",
     421: "Host not allowed (DNS-rebinding protection)",
     422: "The episode was judged, but its verdict has no usable reward (a NeMo Gym `/verify`: drop the rollout)",
@@ -112,7 +114,7 @@ OPERATIONS: tuple[Operation, ...] = (
             QueryParam("status", "Only episodes with this status", ("active", "ended", "abandoned")),
             QueryParam("task", "Only episodes of this task"),
         ),
-        errors=(400,),
+        errors=(400, 404),
     ),
     Operation(
         "post",
@@ -146,10 +148,10 @@ OPERATIONS: tuple[Operation, ...] = (
         "post",
         "/v1/episodes/{episode_id}/end",
         "end_episode",
-        "Close the episode (idempotent) and judge it",
+        "Close the episode and judge it (idempotent: the same body again answers the stored verdict)",
         EndedEpisode,
         body=EndEpisode,
-        errors=(*_BODY_ERRORS, 404),
+        errors=(*_BODY_ERRORS, 404, 409),
     ),
     Operation(
         "post",

@@ -35,15 +35,17 @@ from pathlib import Path
 from typing import Any
 
 from simia.clients.prompt import agent_system_prompt
+from simia.sim.errors import SimiaError
 from simia.sim.judging import fabricated_claims, recorded_calls
 from simia.sim.records import EpisodeRecord, EventRecord
-from simia.sim.storage import EpisodeWorlds, open_store
+from simia.sim.storage import EpisodeWorlds, open_store, unmatched_filter
 from simia.sim.verdict import ProgressCurve, outcome
 from simia.sim.world import World, check_tool_calls, openai_tool, openai_tool_call
 
 __all__ = [
     "FORMATS",
     "ExportReport",
+    "NothingToExport",
     "check_transcript",
     "export",
     "hermes_record",
@@ -56,6 +58,10 @@ __all__ = [
 ]
 
 FORMATS = ("openai", "hf", "sharegpt", "hermes", "rl")
+
+
+class NothingToExport(SimiaError):
+    """A `world` or `task` filter names what no episode of the database has (a misspelt name, another database)."""
 
 
 def _args_text(arguments: Any) -> str:
@@ -270,6 +276,11 @@ async def export(
     found = EpisodeWorlds(store, worlds)
     try:
         episodes = await store.list_episodes(world=world, task=task, status=status, since=since, limit=10_000_000)
+        if not episodes and (world is not None or task is not None):
+            named = {name: [t.id for t in spec.tasks] for name, spec in (worlds or {}).items()}
+            why = unmatched_filter(await store.task_stats(), world, task, named)
+            if why is not None:
+                raise NothingToExport(f"{why} in {db}: check the name")
         report = ExportReport(path=str(out))
         rows: list[dict[str, Any]] = []
         for episode in sorted(episodes, key=lambda e: (e.task or "", e.group_id or e.id, e.created_at)):

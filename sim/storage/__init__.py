@@ -17,7 +17,16 @@ from .migrations import SCHEMA_VERSION
 from .opening import RecordedAnswers, open_recorded, open_store
 from .postgres import PgStore, is_postgres_url, redact_url
 from .protocol import Store
-from .queries import PAGE_LIMIT, SORT_KEYS, TEXT_SCAN_LIMIT, EpisodePage, EpisodeQuery, EpisodeRow, TaskStats
+from .queries import (
+    PAGE_LIMIT,
+    SORT_KEYS,
+    TEXT_SCAN_LIMIT,
+    EpisodePage,
+    EpisodeQuery,
+    EpisodeRow,
+    TaskStats,
+    unmatched_filter,
+)
 from .sqlite import SqliteStore
 
 __all__ = [
@@ -46,4 +55,5 @@ __all__ = [
     "open_store",
     "redact_url",
     "short_hash",
+    "unmatched_filter",
 ]

@@ -13,6 +13,7 @@ covered every event, so a reader can say "searched the newest N calls".
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,6 +29,7 @@ __all__ = [
     "fork_counts_sql",
     "page_sql",
     "task_stats_sql",
+    "unmatched_filter",
 ]
 
 TEXT_SCAN_LIMIT = 100_000
@@ -243,3 +245,24 @@ def task_stats_sql(world: str | None, principal: str | None, ph: str = "?") -> t
         "SELECT world, task, COUNT(*), COUNT(reward), SUM(CASE WHEN reward = 1 THEN 1 ELSE 0 END) "
         f"FROM episodes {where} GROUP BY world, task ORDER BY world, task"
     ), params
+
+
+def unmatched_filter(
+    stats: Iterable[TaskStats], world: str | None, task: str | None, known: Mapping[str, Iterable[str]] | None = None
+) -> str | None:
+    """Why a `world` or `task` filter matched nothing because no episode (and no `known` world: name -> its task
+    ids) has that name, saying which names there are; None when the names exist (the other filters excluded all).
+
+    A reader would otherwise take a misspelt name for an empty result."""
+    tasks: dict[str, set[str]] = {name: set(ids) for name, ids in (known or {}).items()}
+    for row in stats:
+        tasks.setdefault(row.world, set()).update([row.task] if row.task else [])
+    if world is not None and world not in tasks:
+        return f"no episode is of world {world!r}; worlds: {', '.join(sorted(tasks)) or '(none)'}"
+    if task is None:
+        return None
+    ids = tasks[world] if world is not None else set().union(*tasks.values())
+    if task in ids:
+        return None
+    where = f" of world {world!r}" if world is not None else ""
+    return f"no episode is of task {task!r}{where}; tasks{where}: {', '.join(sorted(ids)) or '(none)'}"

@@ -79,6 +79,24 @@ async def test_bad_requests_get_json_errors_that_say_what_to_fix(
     assert message in response.json()["error"]["message"]
 
 
+async def test_a_filter_on_a_world_or_task_nothing_has_says_so(make_server: Any) -> None:
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"})
+        misspelt = await http.get("/v1/episodes", params={"world": "mokc"})
+        no_task = await http.get("/v1/episodes", params={"world": "mock", "task": "restock"})
+        anywhere = await http.get("/v1/episodes", params={"task": "restock"})
+        unused = await http.get("/v1/episodes", params={"world": "mock", "task": "count_apples"})
+        none_ended = await http.get("/v1/episodes", params={"world": "mock", "status": "ended"})
+    assert (misspelt.status_code, misspelt.json()["error"]["code"]) == (404, "not_found")
+    assert misspelt.json()["error"]["message"].startswith("no episode is of world 'mokc'; worlds: ")
+    assert "mock" in misspelt.json()["error"]["message"] and "GET /v1/worlds" in misspelt.json()["error"]["message"]
+    assert no_task.status_code == anywhere.status_code == 404
+    assert "no episode is of task 'restock' of world 'mock'; tasks of world 'mock': count_apples" in no_task.text
+    assert anywhere.json()["error"]["message"].startswith("no episode is of task 'restock'; tasks: ")
+    assert (unused.status_code, unused.json()) == (200, {"episodes": []})  # a served task, no episode yet
+    assert (none_ended.status_code, none_ended.json()) == (200, {"episodes": []})
+
+
 async def test_fork_step_out_of_range_is_refused(make_server: Any) -> None:
     async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
         episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()

@@ -68,6 +68,47 @@ async def test_end_returns_and_stores_the_verdict_with_transcript_mismatches(mak
     assert stored["verdict"] == verdict and stored["transcript"] == transcript and stored["reward"] == 1
 
 
+async def test_a_verdict_stands_ending_again_with_another_transcript_is_refused(make_server: Any) -> None:
+    """An agent whose transcript was flagged as fabricated cannot end again with a clean one and be rewarded."""
+    judge = Judge(ScriptedBackend([PASS], model="judge-model", when_exhausted="repeat"))
+    claims = [
+        {"role": "user", "content": "Set the milk to 4 litres."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "set_quantity", "arguments": '{"name": "milk"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": '{"name": "milk", "qty": 4}'},
+        {"role": "assistant", "content": "Done, milk is at 4."},
+    ]
+    clean = [claims[0], {"role": "assistant", "content": "I could not do it."}]
+    async with make_server(judge=judge) as server, httpx.AsyncClient(base_url=server.url) as http:
+        episode = (await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"})).json()
+        end = f"/v1/episodes/{episode['id']}/end"
+        first = (await http.post(end, json={"transcript": claims})).json()
+        same = await http.post(end, json={"transcript": claims})
+        empty = await http.post(end, json={})
+        other = await http.post(end, json={"transcript": clean})
+        tokens = await http.post(end, json={"tokens": {"prompt_ids": [1], "completion_ids": [2]}})
+        stored = (await http.get(f"/v1/episodes/{episode['id']}")).json()
+        silent = (await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"})).json()
+        await http.post(f"/v1/episodes/{silent['id']}/end", json={})
+        late = await http.post(f"/v1/episodes/{silent['id']}/end", json={"transcript": clean})
+    assert first["verdict"]["fabricated"] is True and first["verdict"]["reward"] == 0
+    assert (same.status_code, empty.status_code) == (200, 200)
+    assert same.json()["verdict"] == empty.json()["verdict"] == first["verdict"]
+    assert same.json()["ended_at"] == first["ended_at"]
+    assert (other.status_code, other.json()["error"]["code"]) == (409, "conflict")
+    message = other.json()["error"]["message"]
+    assert message.startswith(f"episode {episode['id']} is already ended, with other transcript: its verdict stands")
+    assert f"simia judge {episode['id']} --db DB" in message
+    assert tokens.status_code == 409 and "without tokens" in tokens.json()["error"]["message"]
+    assert (stored["transcript"], stored["verdict"], stored["tokens"]) == (claims, first["verdict"], None)
+    assert late.status_code == 409 and "already ended, without transcript" in late.json()["error"]["message"]
+
+
 async def test_a_task_with_rules_only_is_judged_without_a_model(make_server: Any) -> None:
     async with make_server(judge=Judge(None)) as server, httpx.AsyncClient(base_url=server.url) as h:
         episode = (await h.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"})).json()

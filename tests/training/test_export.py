@@ -119,6 +119,14 @@ def test_the_export_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert main(["export", "--db", str(tmp_path / "none.db"), "--format", "rl", "--out", str(tmp_path / "y")]) == 2
     assert "error: no database at" in capsys.readouterr().err
     assert not (tmp_path / "y").exists()
+    db, out = str(tmp_path / "s.db"), str(tmp_path / "z.jsonl")
+    assert main(["export", "--db", db, "--format", "rl", "--out", out, "--world", "mokc"]) == 2
+    assert capsys.readouterr().err == f"error: no episode is of world 'mokc'; worlds: mock in {db}: check the name\n"
+    assert main(["export", "--db", db, "--format", "rl", "--out", out, "--world", "mock", "--task", "nope"]) == 2
+    assert "error: no episode is of task 'nope' of world 'mock'; tasks of world 'mock': " in capsys.readouterr().err
+    assert main(["export", "--db", db, "--format", "rl", "--out", out, "--world", "mock", "--status", "abandoned"]) == 0
+    assert capsys.readouterr().out.startswith("wrote 0 record(s)")  # the names exist: nothing of that status
+    assert not (tmp_path / "y").exists()
 
 
 async def test_a_masked_episode_is_never_training_data_in_any_format_unless_asked_for(tmp_path: Path) -> None:
