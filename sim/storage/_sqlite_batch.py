@@ -57,6 +57,7 @@ class BatchExecutor:
             NORMAL survives process crashes only, and lets point jobs run inline.
         setup: run once on the new connection before any job (the schema and its migrations).
         read_only: open the file read-only (it must exist); every write then fails (`StoreUnavailable`).
+        page_size: the page size of a new file (an existing one keeps its own); SQLite's default is 4096.
     """
 
     inline_allowed = True
@@ -69,6 +70,7 @@ class BatchExecutor:
         synchronous: str = "FULL",
         setup: Callable[[sqlite3.Connection], None] | None = None,
         read_only: bool = False,
+        page_size: int | None = None,
     ) -> None:
         self.path = path
         self._queue: queue.Queue[_Job | None] = queue.Queue()
@@ -77,6 +79,8 @@ class BatchExecutor:
             self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
         else:
             self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            if page_size is not None:  # a new file's only (an existing one keeps its own)
+                self._conn.execute(f"PRAGMA page_size={int(page_size)}")
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
         self._conn.row_factory = sqlite3.Row

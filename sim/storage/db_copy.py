@@ -1,8 +1,9 @@
 """Copy every row of a simia database to another, between SQLite and Postgres in either direction.
 
 Both engines hold the same tables with the same columns and the same JSON text
-(`simia.sim.storage.postgres`), so rows move as they are. The destination is written in one
-transaction that commits only after its row counts match the source's.
+(`simia.sim.storage.postgres`), so rows move as they are, but for the event columns SQLite keeps compressed
+(`simia.sim.storage.sql.packed`): they are inflated on their way to Postgres, whose TOAST compresses them
+itself. The destination is written in one transaction that commits only after its row counts match the source's.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import psycopg
 
 from ..errors import StoreConfigError
 from .postgres import is_postgres_url, libpq_url, redact_url
-from .sql import EPISODE_COLUMNS, EVENT_COLUMNS
+from .sql import EPISODE_COLUMNS, EVENT_COLUMNS, PACKED_EVENT, unpacked
 
 __all__ = ["TABLES", "CopyReport", "copy_database", "count_rows"]
 
@@ -100,7 +101,10 @@ def copy_database(source: str, destination: str, *, replace: bool = False) -> Co
                     dst.execute(f"DELETE FROM {table}")
             for table, columns in TABLES.items():
                 insert = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join([mark] * len(columns))})"
+                inflate = [columns.index(c) for c in PACKED_EVENT] if pg and table == "events" else []
                 for batch in _rows(src, table, columns):
+                    if inflate:
+                        batch = [_inflated(row, inflate) for row in batch]
                     dst.cursor().executemany(insert, batch)
             copied = _counts(dst)
             if copied != expected:
@@ -110,3 +114,11 @@ def copy_database(source: str, destination: str, *, replace: bool = False) -> Co
             raise
         dst.commit()
     return CopyReport(copied)
+
+
+def _inflated(row: tuple[Any, ...], at: list[int]) -> tuple[Any, ...]:
+    """`row` with its values at the indexes `at` as text (`unpacked`)."""
+    values = list(row)
+    for i in at:
+        values[i] = unpacked(values[i])
+    return tuple(values)

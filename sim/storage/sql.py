@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ __all__ = [
     "JSON_EPISODE",
     "JSON_EVENT",
     "MISSING_BASES_SQL",
+    "PACKED_EVENT",
     "PATCHES_SQL",
     "PROGRESS_SQL",
     "SET_STATUS_SQL",
@@ -40,10 +42,12 @@ __all__ = [
     "episode_params",
     "event_from_row",
     "list_sql",
+    "packed",
     "progress_from_rows",
     "set_status_params",
     "state_path_of",
     "stored_text",
+    "unpacked",
 ]
 
 INDEX_SQL = """
@@ -71,6 +75,11 @@ EVENT_COLUMNS = [
     "source",
 ]  # fmt: skip
 JSON_EVENT = {"arguments", "output", "state_patch", "usage"}
+PACKED_EVENT = ("arguments", "output", "text")
+"""The event columns SQLite may keep compressed (`packed`): what a call sent and answered, which grows with the
+records it names; a patch and the counters stay plain (replay reads the patches in SQL)."""
+PACK_FROM = 512
+"""The shortest text `packed` compresses: below it zlib saves too little to free a page."""
 INSERT_EPISODE = "INSERT INTO episodes ({}) VALUES ({})".format(
     ", ".join(EPISODE_COLUMNS), ", ".join("?" * len(EPISODE_COLUMNS))
 )
@@ -217,8 +226,28 @@ def stored_text(event: EventRecord) -> str:
     return event.text
 
 
+def packed(text: str | None) -> str | bytes | None:
+    """How SQLite keeps a `PACKED_EVENT` column: zlib-compressed UTF-8 (a BLOB) when the text is `PACK_FROM`
+    characters or more and compressing saves, else the text itself.
+
+    A write then costs about what the call changed and named: a WAL commit writes each page it touches in full,
+    and a product listing of a large world is tens of KB of JSON (compressed ~4x); `unpacked` reads either form,
+    so a database written before compression reads as it did."""
+    if text is None or len(text) < PACK_FROM:
+        return text
+    raw = text.encode()
+    small = zlib.compress(raw, 6)
+    return small if len(small) < len(raw) else text
+
+
+def unpacked(value: Any) -> Any:
+    """A column's value as text: `packed` bytes inflated, anything else as it is."""
+    return zlib.decompress(value).decode() if isinstance(value, bytes) else value
+
+
 def event_from_row(row: Mapping[str, Any]) -> EventRecord:
-    values = {k: (json.loads(row[k]) if k in JSON_EVENT and row[k] is not None else row[k]) for k in EVENT_COLUMNS}
+    values = {k: unpacked(row[k]) for k in EVENT_COLUMNS}
+    values.update({k: json.loads(values[k]) for k in JSON_EVENT if values[k] is not None})
     values["is_error"] = bool(values["is_error"])
     if values["text"] == "" and values["output"] is not None and not values["is_error"]:
         values["text"] = result_text(values["output"])

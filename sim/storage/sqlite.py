@@ -56,10 +56,12 @@ from .sql import (
     episode_params,
     event_from_row,
     list_sql,
+    packed,
     progress_from_rows,
     set_status_params,
     state_path_of,
     stored_text,
+    unpacked,
 )
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -182,8 +184,14 @@ def _from_unversioned(conn: sqlite3.Connection) -> None:
     conn.executescript(INDEX_SQL)
 
 
+def _functions(conn: sqlite3.Connection) -> None:
+    """The SQL functions simia's statements use: `simia_text(column)`, a `packed` event column as text."""
+    conn.create_function("simia_text", 1, unpacked, deterministic=True)
+
+
 def _no_setup(conn: sqlite3.Connection) -> None:
     """A read-only database is opened as it is (its schema was checked to be current first)."""
+    _functions(conn)
 
 
 def _postgres_only(conn: sqlite3.Connection) -> None:
@@ -262,6 +270,7 @@ def _check_schema(path: str) -> int | None:
 
 def _setup(conn: sqlite3.Connection) -> None:
     """Create the tables in a new database, or bring one written by an older simia up to date (see `MIGRATIONS`)."""
+    _functions(conn)
     version, tables = _schema_of(conn)
     steps = schema_steps(version, tables, "the database")
     if steps is None:
@@ -273,6 +282,12 @@ def _setup(conn: sqlite3.Connection) -> None:
         for step in steps:
             MIGRATIONS[step](conn)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+PAGE_SIZE = 1024
+"""The page size of a new database file. A WAL commit writes every page it changed in full, and a call's commit
+changes three (its event, the events index, the episode's counters): at 1 KB a call writes about 3 KB plus what
+its event holds beyond a page (`bench/state_scale.py`), where SQLite's default 4 KB pages wrote 6.5 KB."""
 
 
 class SqliteStore:
@@ -306,7 +321,9 @@ class SqliteStore:
                 f"first: simia db migrate --db {self.path}"
             )
         setup = _no_setup if read_only else _setup
-        self._db = self.executor_type(self.path, synchronous=synchronous, setup=setup, read_only=read_only)
+        self._db = self.executor_type(
+            self.path, synchronous=synchronous, setup=setup, read_only=read_only, page_size=PAGE_SIZE
+        )
         self.migrated_from = found if found is not None and found < SCHEMA_VERSION else None
         """The schema version this store upgraded the database from (None: it was current, or new)."""
         self._bases = BaseStates(_StatesTable(self._db))
@@ -365,7 +382,7 @@ class SqliteStore:
         return await self._db.run(run)
 
     async def query_episodes(self, query: EpisodeQuery) -> EpisodePage:
-        rows_sql, count_sql, params = page_sql(query)
+        rows_sql, count_sql, params = page_sql(query, text_of="simia_text")
 
         def run(conn: sqlite3.Connection) -> EpisodePage:
             rows = [EpisodeRow(*r) for r in conn.execute(rows_sql, [*params, query.limit, query.offset])]
@@ -469,9 +486,9 @@ class SqliteStore:
                 seq,
                 e.request_key,
                 e.tool,
-                compact_json(e.arguments),
-                compact_json(e.output),
-                stored_text(e),
+                packed(compact_json(e.arguments)),
+                packed(compact_json(e.output)),
+                packed(stored_text(e)),
                 int(e.is_error),
                 e.error_code,
                 e.error_kind,

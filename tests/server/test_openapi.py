@@ -89,11 +89,11 @@ def test_each_api_route_documents_its_error_statuses_with_the_error_body() -> No
         ("get", "/openapi.json"): [401, 403, 421, 503],
         ("get", "/metrics"): [401, 403, 421, 503],
         ("get", "/v1/worlds"): [401, 403, 421, 503],
-        ("get", "/v1/episodes"): [400, 401, 403, 421, 503],
+        ("get", "/v1/episodes"): [400, 401, 403, 404, 421, 503],
         ("post", "/v1/episodes"): [400, 401, 403, 404, 413, 421, 503],
         ("get", "/v1/episodes/{episode_id}"): [401, 403, 404, 421, 503],
         ("post", "/v1/episodes/{episode_id}/fork"): [400, 401, 403, 404, 413, 421, 503],
-        ("post", "/v1/episodes/{episode_id}/end"): [400, 401, 403, 404, 413, 421, 503],
+        ("post", "/v1/episodes/{episode_id}/end"): [400, 401, 403, 404, 409, 413, 421, 503],
     }
     error = {"$ref": "#/components/schemas/ErrorBody"}
     for item in document["paths"].values():

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
 from simia.sim.errors import StoreConflict
 from simia.sim.records import EpisodeRecord, EventRecord, Progress, result_text
-from simia.sim.storage import Store, open_store
+from simia.sim.storage import EpisodeQuery, Store, copy_database, open_store
 from simia.sim.verdict import Verdict
 
 
@@ -243,3 +246,81 @@ async def test_a_result_text_that_renders_its_output_is_stored_once_and_read_bac
     read = await store.events("e1")
     assert [e.text for e in read] == [result_text(output), "4 litres of milk", ""]
     assert [e.output for e in read] == [output, output, None]
+
+
+def _long_event() -> EventRecord:
+    products = [{"product_id": f"P{i:04d}", "name": f"Lamp {i}", "variants": {"a": i, "b": "brass"}} for i in range(80)]
+    return EventRecord(
+        tool="list_products",
+        arguments={"query": "lamp " * 200, "note": "zucchini"},
+        output={"products": products, "hint": "the quokka edition"},
+        text="Found 80 lamps: " + "brass lamp, " * 100 + "and one jackalope",
+        is_error=False,
+    )
+
+
+async def test_a_long_event_reads_back_whole_and_its_words_are_found(store: Store, db_target: str) -> None:
+    """SQLite keeps an event's long arguments, output and text compressed (a WAL commit writes whole pages);
+    nothing a reader sees changes, on either engine."""
+    await store.create_episode(episode("e1"))
+    await store.commit_event("e1", event(1))
+    long = _long_event()
+    await store.commit_event("e1", long)
+    read = await store.events("e1")
+    assert [(e.arguments, e.output, e.text) for e in read] == [
+        ({"name": "milk", "qty": 1}, {"name": "milk", "qty": 1}, "ok"),
+        (long.arguments, long.output, long.text),
+    ]
+    for word in ("zucchini", "QUOKKA", "jackalope"):  # arguments, output, text; case-insensitive
+        assert [r.id for r in (await store.query_episodes(EpisodeQuery(text=word))).rows] == ["e1"], word
+    assert (await store.query_episodes(EpisodeQuery(text="wombat"))).rows == []
+    if db_target.endswith(".db"):
+        await store.close()
+        with sqlite3.connect(db_target) as conn:
+            kinds = conn.execute(
+                "SELECT typeof(arguments), typeof(output), typeof(text), length(output) FROM events ORDER BY seq"
+            ).fetchall()
+            page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        assert kinds[0][:3] == ("text", "text", "text")  # short: as it was
+        assert kinds[1][:3] == ("blob", "blob", "blob") and kinds[1][3] < len(json.dumps(long.output)) / 3
+        assert page_size == 1024
+
+
+async def test_a_database_with_4_kb_pages_keeps_them_and_reads_plain_and_compressed_events(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA page_size=4096")
+        conn.execute("VACUUM")
+    store = open_store(db)
+    await store.create_episode(episode("e1"))
+    await store.commit_event("e1", _long_event())
+    assert (await store.events("e1"))[0].output == _long_event().output
+    await store.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+
+
+async def test_a_copy_to_postgres_inflates_compressed_events_and_back_to_sqlite_reads_the_same(
+    tmp_path: Path, pg_url: str
+) -> None:
+    db, back = tmp_path / "s.db", tmp_path / "back.db"
+    store = open_store(db)
+    await store.create_episode(episode("e1"))
+    await store.commit_event("e1", _long_event())
+    await store.close()
+    for target in (pg_url, str(back)):
+        await open_store(target).close()  # the schema (`simia db copy` creates it so)
+    copy_database(str(db), pg_url)
+    copy_database(pg_url, str(back))
+    for target in (pg_url, str(back)):
+        copied = open_store(target)
+        [read] = await copied.events("e1")
+        assert (read.arguments, read.output, read.text) == (
+            _long_event().arguments,
+            _long_event().output,
+            _long_event().text,
+        )
+        assert [r.id for r in (await copied.query_episodes(EpisodeQuery(text="quokka"))).rows] == ["e1"]
+        await copied.close()
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT output FROM events").fetchone()[0].startswith('{"products":')
