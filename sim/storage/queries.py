@@ -170,7 +170,7 @@ class TaskStats:
         return math.comb(self.passed, k) / math.comb(self.judged, k)
 
 
-def _where(query: EpisodeQuery, ph: str, recency: str = "rowid", text_of: str = "") -> tuple[str, list[Any]]:
+def _where(query: EpisodeQuery, ph: str, recency: str = "rowid", text_of: str = "{}") -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
     exact = (
@@ -197,15 +197,15 @@ def _where(query: EpisodeQuery, ph: str, recency: str = "rowid", text_of: str = 
         clauses.append(
             "id IN (SELECT episode_id FROM "
             f"(SELECT episode_id, arguments, output, text FROM events ORDER BY {recency} DESC LIMIT {ph}) recent "
-            f"WHERE lower({text_of}(arguments)) {like} OR lower({text_of}(output)) {like} "
-            f"OR lower({text_of}(text)) {like})"
+            f"WHERE lower({text_of.format('arguments')}) {like} OR lower({text_of.format('output')}) {like} "
+            f"OR lower({text_of.format('text')}) {like})"
         )
         params.extend([TEXT_SCAN_LIMIT, pattern, pattern, pattern])
     return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
 
 
 def page_sql(
-    query: EpisodeQuery, ph: str = "?", recency: str = "rowid", text_of: str = ""
+    query: EpisodeQuery, ph: str = "?", recency: str = "rowid", text_of: str = "{}"
 ) -> tuple[str, str, list[Any]]:
     """The statements of one page: (rows SQL, count SQL, parameters of the WHERE clause).
 
@@ -213,8 +213,8 @@ def page_sql(
     the WHERE parameters alone. Rows come in `EpisodeRow` field order (errors and forks excluded:
     `error_counts_sql`, `fork_counts_sql`).
     The text filter reads the newest events ordered by `recency`: `rowid` (SQLite's insertion order), or an
-    engine's own (Postgres: `created_at`, indexed), and reads an event column as `text_of(column)`: SQLite's
-    `simia_text`, which inflates a compressed one (`simia.sim.storage.sql.packed`).
+    engine's own (Postgres: `created_at`, indexed), and reads an event column as `text_of` with the column's name
+    in its `{}`: SQLite's `TEXT_OF`, which inflates a compressed one (`simia.sim.storage.sql.packed`).
     """
     where, params = _where(query, ph, recency, text_of)
     direction = "DESC" if query.descending else "ASC"

@@ -184,6 +184,11 @@ def _from_unversioned(conn: sqlite3.Connection) -> None:
     conn.executescript(INDEX_SQL)
 
 
+TEXT_OF = "CASE WHEN typeof({0}) = 'blob' THEN simia_text({0}) ELSE {0} END"
+"""An event column as text in SQL (`page_sql`'s text filter): a compressed one through `simia_text`, the rest
+without a call into Python."""
+
+
 def _functions(conn: sqlite3.Connection) -> None:
     """The SQL functions simia's statements use: `simia_text(column)`, a `packed` event column as text."""
     conn.create_function("simia_text", 1, unpacked, deterministic=True)
@@ -382,7 +387,7 @@ class SqliteStore:
         return await self._db.run(run)
 
     async def query_episodes(self, query: EpisodeQuery) -> EpisodePage:
-        rows_sql, count_sql, params = page_sql(query, text_of="simia_text")
+        rows_sql, count_sql, params = page_sql(query, text_of=TEXT_OF)
 
         def run(conn: sqlite3.Connection) -> EpisodePage:
             rows = [EpisodeRow(*r) for r in conn.execute(rows_sql, [*params, query.limit, query.offset])]
