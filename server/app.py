@@ -75,7 +75,9 @@ log = logging.getLogger("simia.server")
 RETRY_AFTER_S = 5
 """The Retry-After (seconds) of a 503 for a database that cannot be written or a server that is draining."""
 E = TypeVar("E", bound=Episode)
-_LIST_FILTERS = ("world", "status", "task")
+_LIST_FILTERS = ("world", "status", "task", "limit", "offset")
+LIST_LIMIT = 1000
+"""The most episodes one `GET /v1/episodes` answers (and its default `limit`)."""
 
 
 class SimiaApp:
@@ -267,20 +269,32 @@ class SimiaApp:
         q = request.query_params
         for name in q:
             if name not in _LIST_FILTERS:
-                raise BadRequest(f"unknown query parameter {name!r}; filters: {', '.join(_LIST_FILTERS)}")
+                raise BadRequest(f"unknown query parameter {name!r}; it takes: {', '.join(_LIST_FILTERS)}")
             if len(q.getlist(name)) > 1:
                 raise BadRequest(f"query parameter {name!r} is given {len(q.getlist(name))} times; give it once")
         status = q.get("status")
         if status is not None and status not in {"active", "ended", "abandoned"}:
             raise BadRequest(f"status must be active, ended or abandoned, got {status!r}")
+        limit = _count(q, "limit", LIST_LIMIT, 1, LIST_LIMIT)
+        offset = _count(q, "offset", 0, 0, 10**9)
         world, task, principal = q.get("world"), q.get("task"), request.state.principal
-        episodes = await self.store.list_episodes(world=world, status=status, task=task, principal=principal)
-        if not episodes and (world is not None or task is not None):
+        found = await self.store.list_episodes(
+            world=world,
+            status=status,
+            task=task,
+            principal=principal,
+            limit=limit + 1,
+            offset=offset,
+            newest_first=True,
+        )
+        episodes, more = found[:limit], len(found) > limit
+        if not found and not offset and (world is not None or task is not None):
             served = {name: [t.id for t in w.tasks] for name, w in self.service.worlds.items()}
             why = unmatched_filter(await self.store.task_stats(principal=principal), world, task, served)
             if why is not None:
                 raise NotFound(f"{why} (served or with episodes here; GET /v1/worlds lists the served ones)")
-        return json_response(EpisodeList(episodes=[self._episode(request, e, Episode) for e in episodes]))
+        listed = [self._episode(request, e, Episode) for e in episodes]
+        return json_response(EpisodeList(episodes=listed, more=more))
 
     async def get_episode(self, request: Request) -> Response:
         episode = await self.service.get(request.path_params["episode_id"], request.state.principal)
@@ -313,3 +327,16 @@ class SimiaApp:
             raise BadRequest(str(exc)) from None
         self.rewards.forget(episode.id)
         return json_response(self._episode(request, episode, EndedEpisode))
+
+
+def _count(query: Any, name: str, default: int, low: int, high: int | None) -> int:
+    """The integer query parameter `name` (`default` when absent), between `low` and `high`; `BadRequest` says the
+    range otherwise."""
+    text = query.get(name)
+    if text is None:
+        return default
+    value = int(text) if text.isascii() and text.isdigit() else None
+    if value is None or value < low or (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f"{low} or more"
+        raise BadRequest(f"{name} must be an integer {bound}, got {text!r}")
+    return value

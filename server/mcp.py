@@ -26,6 +26,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic_core import to_json
 from simia.sim import __version__
+from simia.sim.engine import INTERNAL_TEXT
 from simia.sim.errors import StoreUnavailable
 from simia.sim.records import EventRecord
 from simia.sim.verdict import ProgressStep
@@ -149,7 +150,7 @@ async def answer_call(
         return failure_result(DATABASE_TEXT, "infra", "database_unavailable", episode_id)
     except Exception:
         log.exception("tool call failed: episode=%s tool=%s", episode_id, name)
-        return failure_result("Internal error in the tool simulator. Try again.", "infra", "internal_error", episode_id)
+        return failure_result(INTERNAL_TEXT, "infra", "internal_error", episode_id)
     step = None
     if rewards is not None:
         try:

@@ -62,6 +62,9 @@ class QueryParam:
     name: str
     description: str
     enum: tuple[str, ...] = ()
+    minimum: int | None = None
+    maximum: int | None = None
+    """An integer parameter has a `minimum` (and may have a `maximum`); the others are strings."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,10 @@ OPERATIONS: tuple[Operation, ...] = (
             QueryParam("world", "Only episodes of this world"),
             QueryParam("status", "Only episodes with this status", ("active", "ended", "abandoned")),
             QueryParam("task", "Only episodes of this task"),
+            QueryParam(
+                "limit", "The most episodes to list (default 1000); `more` says whether older ones match", (), 1, 1000
+            ),
+            QueryParam("offset", "Skip this many of the newest (default 0): page by the number listed", (), 0, 10**9),
         ),
         errors=(400, 404),
     ),
@@ -401,6 +408,10 @@ def _api_operation(op: Operation) -> dict[str, Any]:
     params = _path_params(op.path)
     for q in op.query:
         schema: dict[str, Any] = {"type": "string"}
+        if q.minimum is not None:
+            schema = {"type": "integer", "minimum": q.minimum}
+            if q.maximum is not None:
+                schema["maximum"] = q.maximum
         if q.enum:
             schema["enum"] = list(q.enum)
         params.append(

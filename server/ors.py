@@ -41,6 +41,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from simia.sim import __version__
+from simia.sim.engine import INTERNAL_TEXT
 from simia.sim.errors import SimiaError, StoreUnavailable
 from simia.sim.wire import META_EPISODE
 from simia.sim.world import Task, World, openai_tool_call
@@ -539,7 +540,7 @@ class OrsApp:
             return infra(DATABASE_TEXT, "database_unavailable", session.episode_id)
         except Exception:
             log.exception("ORS call failed: episode=%s tool=%s", session.episode_id, name)
-            return infra("Internal error in the tool simulator. Try again.", "internal_error", session.episode_id)
+            return infra(INTERNAL_TEXT, "internal_error", session.episode_id)
         try:  # every event is folded, refused ones too: the next call's reward then needs no read
             step = await self.rewards.step(episode_id, event)
         except StoreUnavailable as exc:  # the call stands, committed: only its reward could not be read

@@ -294,4 +294,8 @@ class EpisodeDetail(EndedEpisode):
 
 
 class EpisodeList(_Answer):
+    """`GET /v1/episodes`: the caller's episodes, newest first, at most `limit` of them after `offset`."""
+
     episodes: list[Episode]
+    more: bool = False
+    """Older episodes match too: ask again with `offset` raised by the number listed."""

@@ -13,10 +13,11 @@ from .faults import Fault, applicable, choose_fault, injected_error, perturb_out
 from .grounded import Broken, Plan, Refused, plan_call, undeclared
 from .index import IndexedState, StateIndex, StateIndexes
 from .prompts import PROMPT_VERSION, answer_schema, system_prompt, user_prompt
-from .simulator import ErrorKind, Simulator, Step, ToolCall, check_call
+from .simulator import INTERNAL_TEXT, ErrorKind, Simulator, Step, ToolCall, check_call
 from .slicing import NamedRecord, StateView, needles_of, slice_state, state_text, state_view
 
 __all__ = [
+    "INTERNAL_TEXT",
     "PROMPT_VERSION",
     "Broken",
     "ErrorKind",

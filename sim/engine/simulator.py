@@ -28,7 +28,7 @@ from .index import StateIndexes
 from .prompts import MAX_ROOTS, PROMPT_VERSION, answer_schema, system_prompt, user_prompt
 from .slicing import StateView, state_view
 
-__all__ = ["ErrorKind", "Simulator", "Step", "ToolCall", "check_call"]
+__all__ = ["INTERNAL_TEXT", "ErrorKind", "Simulator", "Step", "ToolCall", "check_call"]
 
 ErrorKind = Literal["agent", "infra"]
 log = logging.getLogger("simia.simulator")
@@ -220,7 +220,8 @@ class Simulator:
         seed: int | None = None,
         max_argument_bytes: int | None = None,
     ) -> Step:
-        """Simulate one call. Never raises for agent mistakes or backend failures: they are data in the Step.
+        """Simulate one call. Never raises for agent mistakes, backend failures or a failure simia did not foresee
+        (`internal_error`, infra): they are data in the Step, so the call is recorded and its reward masked.
 
         Args:
             seed: makes the call cacheable and replayable (same seed, state and call -> same answer).
@@ -232,6 +233,24 @@ class Simulator:
             code = "unknown_tool" if tool is None else "invalid_arguments"
             return _agent_error(_recordable(call, limit), state, code, problem or "")
         start = time.monotonic()
+        try:
+            return await self._step(world, tool, state, window, call, seed, start)
+        except Exception as exc:  # a bug here or in a library: a recorded infra failure, never a lost call
+            log.exception("simulating %s failed", call.tool)
+            detail = f"{type(exc).__name__}: {exc}"[:2000]
+            return _infra(call, state, "internal_error", INTERNAL_TEXT, Usage(), start, 0, detail=detail)
+
+    async def _step(
+        self,
+        world: World,
+        tool: ToolSpec,
+        state: dict[str, Any],
+        window: Sequence[PastCall],
+        call: ToolCall,
+        seed: int | None,
+        start: float,
+    ) -> Step:
+        """`step` for a call whose tool and arguments were checked."""
         current = _current(world, state)
         plan: Plan | None = None
         if tool.grounding is not None:
@@ -543,6 +562,10 @@ def _finish(step: Step, call: ToolCall, usage: Usage, start: float, attempts: in
         model=model,
         detail=step.detail,
     )
+
+
+INTERNAL_TEXT = "Internal error in the tool simulator. Try again."
+"""What the agent reads of a failure simia did not foresee (the developer's detail is in the event and the log)."""
 
 
 def _infra(

@@ -464,9 +464,13 @@ class PgStore:
         task: str | None = None,
         since: float | None = None,
         limit: int = 1000,
+        offset: int = 0,
+        newest_first: bool = False,
     ) -> list[EpisodeRecord]:
-        sql, params = list_sql(world=world, status=status, principal=principal, task=task, since=since, ph="%s")
-        rows = await self._rows(sql, [*params, limit])
+        sql, params = list_sql(
+            world=world, status=status, principal=principal, task=task, since=since, newest_first=newest_first, ph="%s"
+        )
+        rows = await self._rows(sql, [*params, limit, offset])
         return [episode_from_row(r) for r in rows]  # type: ignore[arg-type]
 
     async def query_episodes(self, query: EpisodeQuery) -> EpisodePage:

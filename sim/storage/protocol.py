@@ -111,9 +111,11 @@ class Store(Protocol):
         task: str | None = None,
         since: float | None = None,
         limit: int = 1000,
+        offset: int = 0,
+        newest_first: bool = False,
     ) -> list[EpisodeRecord]:
-        """Episodes matching every filter given (`since`: created at or after), oldest first, at most `limit`;
-        like `get_episode`'s, with no states."""
+        """Episodes matching every filter given (`since`: created at or after), oldest first (`newest_first`: the
+        other way), at most `limit` after skipping `offset`; like `get_episode`'s, with no states."""
         ...
 
     async def query_episodes(self, query: EpisodeQuery) -> EpisodePage:

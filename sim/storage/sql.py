@@ -138,10 +138,11 @@ def list_sql(
     principal: str | None,
     task: str | None,
     since: float | None,
+    newest_first: bool = False,
     ph: str = "?",
 ) -> tuple[str, list[Any]]:
-    """`Store.list_episodes`'s statement and parameters (the limit is the statement's last parameter, not
-    among them); `ph` is the engine's placeholder."""
+    """`Store.list_episodes`'s statement and parameters (the limit and offset are the statement's last two
+    parameters, not among them); `ph` is the engine's placeholder."""
     clauses: list[str] = []
     params: list[Any] = []
     for column, value in (("world", world), ("status", status), ("principal", principal), ("task", task)):
@@ -152,7 +153,8 @@ def list_sql(
         clauses.append(f"created_at >= {ph}")
         params.append(since)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    return f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episodes {where} ORDER BY created_at LIMIT {ph}", params
+    order = "created_at DESC, id DESC" if newest_first else "created_at, id"
+    return f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episodes {where} ORDER BY {order} LIMIT {ph} OFFSET {ph}", params
 
 
 SET_STATUS_SQL = (

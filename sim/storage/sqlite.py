@@ -378,11 +378,15 @@ class SqliteStore:
         task: str | None = None,
         since: float | None = None,
         limit: int = 1000,
+        offset: int = 0,
+        newest_first: bool = False,
     ) -> list[EpisodeRecord]:
-        sql, params = list_sql(world=world, status=status, principal=principal, task=task, since=since)
+        sql, params = list_sql(
+            world=world, status=status, principal=principal, task=task, since=since, newest_first=newest_first
+        )
 
         def run(conn: sqlite3.Connection) -> list[EpisodeRecord]:
-            return [episode_from_row(r) for r in conn.execute(sql, [*params, limit]).fetchall()]
+            return [episode_from_row(r) for r in conn.execute(sql, [*params, limit, offset]).fetchall()]
 
         return await self._db.run(run)
 

@@ -38,8 +38,9 @@ from .validation import (
 
 __all__ = ["LoadReport", "default_worlds_dir", "load_world", "load_worlds"]
 
-TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
-"""MCP spec (2025-11-25): 1-128 characters from A-Z a-z 0-9 _ - . ; case-sensitive, no spaces."""
+TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+"""MCP spec (2025-11-25): 1-128 characters from A-Z a-z 0-9 _ - . ; case-sensitive, no spaces. Matched whole
+(`fullmatch`: a `$` would also take a name ending in a newline)."""
 WORLD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """A world name: it is a URL path segment (`/worlds/NAME/mcp`)."""
 
@@ -216,7 +217,7 @@ def _load_tools(
             _name_tool(issues, before, item, f"{path}.grounding")
             continue
         ok = True
-        if not TOOL_NAME.match(tool.name):
+        if not TOOL_NAME.fullmatch(tool.name):
             issues.add(
                 file,
                 f"{path}.name",

@@ -134,7 +134,14 @@ BAD = [
     ("POST", "/v1/episodes", b"{" + b" " * BIG + b"}", 413, f"the limit is {4 * 1024 * 1024}"),
     ("POST", "/v1/episodes/{id}/end", b'{"transcript": "' + b"a" * BIG + b'"}', 413, "the limit is"),
     # query parameters and ids
-    ("GET", "/v1/episodes?limit=-1", None, 400, "unknown query parameter 'limit'; filters: world, status, task"),
+    ("GET", "/v1/episodes?limit=-1", None, 400, "limit must be an integer from 1 to 1000, got '-1'"),
+    (
+        "GET",
+        "/v1/episodes?lmit=5",
+        None,
+        400,
+        "unknown query parameter 'lmit'; it takes: world, status, task, limit, offset",
+    ),
     ("GET", "/v1/episodes?stauts=ended", None, 400, "unknown query parameter 'stauts'"),
     ("GET", "/v1/episodes?world=mock&world=retail", None, 400, "query parameter 'world' is given 2 times"),
     ("GET", "/v1/episodes?status=%00", None, 400, "status must be active, ended or abandoned, got '\\x00'"),

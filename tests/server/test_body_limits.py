@@ -99,7 +99,10 @@ async def test_an_unknown_query_parameter_is_a_400_naming_it(make_server: Any) -
     async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
         response = await http.get("/v1/episodes", params={"stauts": "active"})
     assert response.status_code == 400
-    assert response.json()["error"]["message"] == "unknown query parameter 'stauts'; filters: world, status, task"
+    assert (
+        response.json()["error"]["message"]
+        == "unknown query parameter 'stauts'; it takes: world, status, task, limit, offset"
+    )
 
 
 @pytest.mark.parametrize(

@@ -93,8 +93,34 @@ async def test_a_filter_on_a_world_or_task_nothing_has_says_so(make_server: Any)
     assert no_task.status_code == anywhere.status_code == 404
     assert "no episode is of task 'restock' of world 'mock'; tasks of world 'mock': count_apples" in no_task.text
     assert anywhere.json()["error"]["message"].startswith("no episode is of task 'restock'; tasks: ")
-    assert (unused.status_code, unused.json()) == (200, {"episodes": []})  # a served task, no episode yet
-    assert (none_ended.status_code, none_ended.json()) == (200, {"episodes": []})
+    assert (unused.status_code, unused.json()) == (
+        200,
+        {"episodes": [], "more": False},
+    )  # a served task, no episode yet
+    assert (none_ended.status_code, none_ended.json()) == (200, {"episodes": [], "more": False})
+
+
+async def test_the_list_is_newest_first_and_pages_with_limit_offset_and_more(make_server: Any) -> None:
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        ids = [(await http.post("/v1/episodes", json={"world": "mock"})).json()["id"] for _ in range(5)]
+        whole = (await http.get("/v1/episodes")).json()
+        first = (await http.get("/v1/episodes", params={"limit": 2})).json()
+        second = (await http.get("/v1/episodes", params={"limit": 2, "offset": 2})).json()
+        last = (await http.get("/v1/episodes", params={"limit": 2, "offset": 4, "world": "mock"})).json()
+        past = (await http.get("/v1/episodes", params={"offset": 9, "world": "mock"})).json()
+        bad = [
+            (await http.get("/v1/episodes", params={k: v}))
+            for k, v in [("limit", 0), ("limit", 1001), ("offset", "-1"), ("offset", "9" * 30)]
+        ]
+    newest = ids[::-1]
+    assert ([e["id"] for e in whole["episodes"]], whole["more"]) == (newest, False)
+    assert ([e["id"] for e in first["episodes"]], first["more"]) == (newest[:2], True)
+    assert ([e["id"] for e in second["episodes"]], second["more"]) == (newest[2:4], True)
+    assert ([e["id"] for e in last["episodes"]], last["more"]) == (newest[4:], False)
+    assert past == {"episodes": [], "more": False}  # past the end of a world that has episodes: not a 404
+    assert [b.status_code for b in bad] == [400, 400, 400, 400]
+    assert bad[0].json()["error"]["message"] == "limit must be an integer from 1 to 1000, got '0'"
+    assert bad[2].json()["error"]["message"] == "offset must be an integer from 0 to 1000000000, got '-1'"
 
 
 async def test_fork_step_out_of_range_is_refused(make_server: Any) -> None:

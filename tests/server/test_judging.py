@@ -14,6 +14,7 @@ from mcp import Client
 from simia.cli import main
 from simia.sim.backends import FunctionBackend, ScriptedBackend
 from simia.sim.judging import Judge
+from simia.sim.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 PASS = {
@@ -185,3 +186,38 @@ async def test_hidden_task_text_never_reaches_tool_outputs_errors_or_tools_list(
     seen = json.dumps([listed.model_dump(mode="json"), *[r.model_dump(mode="json") for r in results], stored["events"]])
     assert backend.requests and canary not in json.dumps([r.messages for r in backend.requests])
     assert canary not in seen
+
+
+async def test_a_failure_simia_did_not_foresee_is_a_recorded_infra_call_that_masks_the_reward(
+    make_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in the simulator (here: building the call's state fails) reaches the agent as a clean infra error and
+    is committed as an event, so the episode is not judged as the agent's failure."""
+    from simia.sim.engine import simulator
+
+    def broken(world: Any, state: Any) -> Any:
+        raise RuntimeError("a bug in slicing")
+
+    monkeypatch.setattr(simulator, "_current", broken)
+    async with make_server(judge=Judge(None)) as server, httpx.AsyncClient(base_url=server.url) as http:
+        episode = (await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"})).json()
+        async with Client(episode["mcp_url"]) as client:
+            result = await client.call_tool("set_quantity", {"name": "milk", "qty": 4})
+        ended = (await http.post(f"/v1/episodes/{episode['id']}/end", json={})).json()
+        stored = (await http.get(f"/v1/episodes/{episode['id']}")).json()
+        metrics = (await http.get("/metrics")).text
+    assert result.is_error and result.content[0].text == "Internal error in the tool simulator. Try again."
+    assert result.meta and (result.meta["simia/error_kind"], result.meta["simia/error_code"]) == (
+        "infra",
+        "internal_error",
+    )
+    [event] = stored["events"]
+    assert (event["tool"], event["arguments"], event["error_kind"]) == (
+        "set_quantity",
+        {"name": "milk", "qty": 4},
+        "infra",
+    )
+    verdict = Verdict.model_validate(ended["verdict"])
+    assert verdict.infra_failures == 1 and verdict.training_reward() is None  # masked, not the agent's 0
+    assert verdict.mask_reason() == "infrastructure failure"
+    assert "simia_tool_errors_total{" in metrics and 'code="internal_error"' in metrics

@@ -370,3 +370,16 @@ def test_a_task_expecting_what_the_state_schema_forbids_is_refused_and_one_the_a
     assert "hint" not in found[0][2] and caught.value.issues[0].hint.startswith("fix the expected value")
     (folder / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks[4:]))
     assert [t.id for t in load_world(folder).tasks] == ["new_ok", "gone_ok"]
+
+
+def test_a_tool_name_ending_in_a_newline_is_refused_as_mcp_refuses_it(tmp_path: Path) -> None:
+    folder = tmp_path / "nl"
+    folder.mkdir()
+    (folder / "world.yaml").write_text(
+        'name: nl\ntools:\n  - name: "get_item\\n"\n    inputSchema: {type: object, properties: {}}\n'
+        "  - name: get_item\n    inputSchema: {type: object, properties: {}}\n"
+    )
+    with pytest.raises(WorldError) as caught:
+        load_world(folder)
+    [issue] = caught.value.issues
+    assert (issue.path, "is not allowed by MCP" in issue.message) == ("$.tools[0].name", True)
