@@ -8,6 +8,7 @@ schema itself against its metaschema is world loading (`simia.sim.world.loader`)
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -71,7 +72,37 @@ def validate_instance(schema: dict[str, Any], instance: Any, *, formats: bool = 
     if validator.is_valid(instance):
         return []
     errors = sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.instance_path])
-    return [f"{error_path('$', list(err.instance_path))}: {err.message}" for err in errors]
+    messages = [f"{error_path('$', list(err.instance_path))}: {_message(schema, instance, err)}" for err in errors]
+    return list(dict.fromkeys(messages))
+
+
+def _message(schema: dict[str, Any], instance: Any, err: Any) -> str:
+    """The error's message, naming the unexpected members where jsonschema-rs says only "False schema does not
+    allow 1" (`additionalProperties: false` with no `properties` beside it)."""
+    where = list(getattr(err, "schema_path", []) or [])
+    if not err.message.startswith("False schema does not allow") or not where or where[-1] != "additionalProperties":
+        return str(err.message)
+    node, value = _at(schema, where[:-1]), _at(instance, list(err.instance_path))
+    if not isinstance(node, dict) or not isinstance(value, dict):
+        return str(err.message)
+    known, patterns = node.get("properties") or {}, node.get("patternProperties") or {}
+    extra = [k for k in value if k not in known and not any(re.search(p, k) for p in patterns)]
+    if not extra:
+        return str(err.message)
+    names = ", ".join(repr(k) for k in extra)
+    return f"Additional properties are not allowed ({names} {'was' if len(extra) == 1 else 'were'} unexpected)"
+
+
+def _at(document: Any, path: list[Any]) -> Any:
+    """The part of `document` at `path` (keys and indexes), or None when there is none."""
+    for part in path:
+        if isinstance(document, dict) and part in document:
+            document = document[part]
+        elif isinstance(document, list) and isinstance(part, int) and 0 <= part < len(document):
+            document = document[part]
+        else:
+            return None
+    return document
 
 
 def non_finite_path(value: Any) -> str | None:

@@ -42,3 +42,18 @@ async def test_each_backend_sends_the_schema_form_its_api_reads() -> None:
         "anthropic:claude-sonnet-4-5": object_rooted(SCHEMA),
     }
     assert "anyOf" in SCHEMA and object_rooted(SCHEMA)["type"] == "object"
+
+
+def test_additional_properties_false_without_properties_names_the_unexpected_members() -> None:
+    """jsonschema-rs says only "False schema does not allow 1" there; an agent must learn which argument to drop."""
+    from simia.sim.schema import validate_instance
+
+    closed = {"type": "object", "additionalProperties": False}
+    assert validate_instance(closed, {"x": 1, "y": "a"}) == [
+        "$: Additional properties are not allowed ('x', 'y' were unexpected)"
+    ]
+    nested = {"type": "object", "properties": {"a": {**closed, "patternProperties": {"^p": {}}}}}
+    assert validate_instance(nested, {"a": {"x": 1, "p1": 2}}) == [
+        "$.a: Additional properties are not allowed ('x' was unexpected)"
+    ]
+    assert validate_instance({"type": "array", "items": False}, [1]) == ["$[0]: False schema does not allow 1"]
