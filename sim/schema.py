@@ -96,12 +96,11 @@ def _message(schema: dict[str, Any], instance: Any, err: Any) -> str:
 def _at(document: Any, path: list[Any]) -> Any:
     """The part of `document` at `path` (keys and indexes), or None when there is none."""
     for part in path:
-        if isinstance(document, dict) and part in document:
-            document = document[part]
-        elif isinstance(document, list) and isinstance(part, int) and 0 <= part < len(document):
-            document = document[part]
-        else:
+        found = isinstance(document, dict) and part in document
+        found = found or (isinstance(document, list) and isinstance(part, int) and 0 <= part < len(document))
+        if not found:
             return None
+        document = document[part]
     return document
 
 
