@@ -242,10 +242,11 @@ class EpisodeService:
                     task = world.task(episode.task) if episode.task else None
                     view = await EpisodeView.read(self.store, episode, transcript)
                     verdict = await self.judge.judge(world, task, view)
+                    self.metrics.judgement(verdict.usage)
                 await self.store.set_status(
                     episode_id,
                     "ended",
-                    reason="ended by client" if was_active else None,
+                    reason=_END_REASONS.get(episode.status),
                     verdict=verdict,
                     transcript=transcript,
                     tokens=tokens,
@@ -280,6 +281,10 @@ class EpisodeService:
     async def close(self) -> None:
         """Close what the service holds open outside the store: the real servers' sessions (the server stops)."""
         await self.real.close_all()
+
+
+_END_REASONS = {"active": "ended by client", "abandoned": "ended by client after the idle timeout abandoned it"}
+"""An ended episode's `status_reason` by the status it had (an ended one keeps its own)."""
 
 
 def _same_end(episode: EpisodeRecord, transcript: list[dict[str, Any]] | None, tokens: dict[str, Any] | None) -> None:

@@ -12,6 +12,7 @@ import asyncio
 import bisect
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -40,6 +41,9 @@ class Metrics:
         self.patch_bytes = 0  # the state patches' bytes (a call's own write cost: nothing else state-sized is written)
         self.large_patches = 0  # state patches over `LARGE_PATCH_BYTES`
         self.backend_failures: Counter[str] = Counter()  # the simulator backend's failed attempts, by kind
+        self.judge_tokens: Counter[str] = Counter({"prompt": 0, "completion": 0})
+        self.judge_cost_usd = 0.0
+        self.judged = 0  # verdicts the judge gave (a repeated end gives none)
         self.registry = CollectorRegistry()
         self.registry.register(_Collector(self))
 
@@ -76,6 +80,14 @@ class Metrics:
         if cache_write_tokens:
             self.tokens["cache_write"] += cache_write_tokens
         self.cost_usd += cost_usd
+
+    def judgement(self, usage: dict[str, Any]) -> None:
+        """Count one verdict the judge gave, with its tokens and cost (`Verdict.usage`)."""
+        self.judged += 1
+        for kind in ("prompt", "completion", "cached", "cache_write"):
+            if usage.get(f"{kind}_tokens"):
+                self.judge_tokens[kind] += int(usage[f"{kind}_tokens"])
+        self.judge_cost_usd += float(usage.get("cost_usd") or 0.0)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -154,6 +166,16 @@ class _Collector(Collector):
             "simia_backend_cost_usd",
             "Simulator cost in USD (known prices only; cached tokens at the cache rates)",
             value=m.cost_usd,
+        )
+        yield CounterMetricFamily("simia_judged_episodes", "Verdicts the judge gave", value=m.judged)
+        judge_tokens = CounterMetricFamily(
+            "simia_judge_tokens", "Judge tokens: prompt, completion (and cached, cache_write when any)", labels=["kind"]
+        )
+        for kind, count in sorted(m.judge_tokens.items()):
+            judge_tokens.add_metric([kind], count)
+        yield judge_tokens
+        yield CounterMetricFamily(
+            "simia_judge_cost_usd", "Judge cost in USD (known prices only)", value=m.judge_cost_usd
         )
         failures = CounterMetricFamily(
             "simia_backend_failures",

@@ -118,6 +118,8 @@ async def test_idle_episodes_are_abandoned_with_their_events_kept(tmp_path: Path
     assert len(await service.store.events(episode.id)) == 1  # the partial trajectory is kept
     with pytest.raises(Conflict, match="is abandoned; start a new one"):
         await service.call(episode.id, "", "list_items", {})
+    ended = await service.end(episode.id, "")  # its client comes back to end it: it says so
+    assert (ended.status, ended.status_reason) == ("ended", "ended by client after the idle timeout abandoned it")
     await service.store.close()
 
 

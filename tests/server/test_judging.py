@@ -97,6 +97,7 @@ async def test_a_verdict_stands_ending_again_with_another_transcript_is_refused(
         silent = (await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"})).json()
         await http.post(f"/v1/episodes/{silent['id']}/end", json={})
         late = await http.post(f"/v1/episodes/{silent['id']}/end", json={"transcript": clean})
+        metrics = (await http.get("/metrics")).text
     assert first["verdict"]["fabricated"] is True and first["verdict"]["reward"] == 0
     assert (same.status_code, empty.status_code) == (200, 200)
     assert same.json()["verdict"] == empty.json()["verdict"] == first["verdict"]
@@ -108,6 +109,12 @@ async def test_a_verdict_stands_ending_again_with_another_transcript_is_refused(
     assert tokens.status_code == 409 and "without tokens" in tokens.json()["error"]["message"]
     assert (stored["transcript"], stored["verdict"], stored["tokens"]) == (claims, first["verdict"], None)
     assert late.status_code == 409 and "already ended, without transcript" in late.json()["error"]["message"]
+    assert "simia_judged_episodes_total 2.0" in metrics  # two episodes judged once each, however often ended
+    usage = first["verdict"]["usage"]
+    [prompt] = [
+        line.split()[-1] for line in metrics.splitlines() if line.startswith('simia_judge_tokens_total{kind="prompt"}')
+    ]
+    assert usage["prompt_tokens"] > 0 and float(prompt) > usage["prompt_tokens"]  # both verdicts' prompts
 
 
 async def test_a_task_with_rules_only_is_judged_without_a_model(make_server: Any) -> None:
