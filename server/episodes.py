@@ -237,21 +237,23 @@ class EpisodeService:
                     _same_end(episode, transcript, tokens)
                     transcript, tokens = episode.transcript, episode.tokens
                 verdict = episode.verdict
-                if self.judge is not None and verdict is None:
+                judging = self.judge is not None and verdict is None
+                if self.judge is not None and judging:
                     world = self.world(episode.world)
                     task = world.task(episode.task) if episode.task else None
                     view = await EpisodeView.read(self.store, episode, transcript)
                     verdict = await self.judge.judge(world, task, view)
                     self.metrics.judgement(verdict.usage)
-                await self.store.set_status(
-                    episode_id,
-                    "ended",
-                    reason=_END_REASONS.get(episode.status),
-                    verdict=verdict,
-                    transcript=transcript,
-                    tokens=tokens,
-                )
-                entry.record = None  # reload from the store next time
+                if judging or episode.status != "ended":  # an ended episode's row holds all this already
+                    await self.store.set_status(
+                        episode_id,
+                        "ended",
+                        reason=_END_REASONS.get(episode.status),
+                        verdict=verdict,
+                        transcript=transcript,
+                        tokens=tokens,
+                    )
+                    entry.record = None  # reload from the store next time
         finally:
             entry.users -= 1
         self._live.forget(episode_id, entry)
