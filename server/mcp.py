@@ -46,9 +46,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._body import read_body
+from .envelope import checked_message, jsonrpc_error
 from .episodes import EpisodeService
-from .errors import ApiError, Conflict, PayloadTooLarge, http_error
+from .errors import ApiError, Conflict, http_error
 from .step_rewards import StepRewards
 
 __all__ = [
@@ -312,6 +312,10 @@ class EpisodeGate:
                 }
                 await JSONResponse(body, status_code=404)(scope, receive, send)
                 return
+            checked = await checked_message(scope, receive, send)
+            if checked is None:
+                return
+            receive = checked
         await self.app(scope, receive, send)
 
 
@@ -334,6 +338,10 @@ class WorldGate:
             body = {"error": {"code": "not_found", "message": f"unknown world {world!r}; loaded worlds: {known}"}}
             await JSONResponse(body, status_code=404)(scope, receive, send)
             return
+        checked = await checked_message(scope, receive, send)
+        if checked is None:
+            return
+        receive = checked
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         version = headers.get("mcp-protocol-version")
         if scope["method"] == "POST" and version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
@@ -372,43 +380,15 @@ class WorldGate:
         return recording
 
     async def _refuse_modern(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer a 2026-07-28 message: a request gets method-not-found, a notification 202, anything else that
-        is not a JSON-RPC message a 400 (as the SDK's transport answers it)."""
-        try:
-            message = json.loads(await read_body(Request(scope, receive)))
-        except PayloadTooLarge as exc:
-            await JSONResponse(exc.body(), status_code=exc.status)(scope, receive, send)
-            return
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-            await _jsonrpc_error(-32700, "Parse error: the body is not JSON", status=400)(scope, receive, send)
-            return
-        if not (
-            isinstance(message, dict)
-            and message.get("jsonrpc") == "2.0"
-            and isinstance(message.get("method"), str)
-            and isinstance(message.get("params", {}), dict | list)
-        ):
-            await _jsonrpc_error(-32600, "Invalid request: not a JSON-RPC 2.0 message", status=400)(
-                scope, receive, send
-            )
-            return
-        if "id" not in message:
+        """Answer a 2026-07-28 message (its envelope already checked, `checked_message`): a request gets
+        method-not-found, a notification or an answer 202."""
+        message = json.loads(await Request(scope, receive).body())
+        if "id" not in message or "method" not in message:
             await Response(status_code=202)(scope, receive, send)
-            return
-        request_id = message["id"]
-        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
-            await _jsonrpc_error(-32600, "Invalid request: id must be a string or an integer", status=400)(
-                scope, receive, send
-            )
             return
         message_text = (
             "Method not found: this world URL serves MCP sessions (protocol 2025-11-25 and earlier); "
             "connect with a session, or create an episode with POST /v1/episodes and use its mcp_url"
         )
         # 404, as the SDK's own 2026-07-28 transport answers method-not-found
-        await _jsonrpc_error(-32601, message_text, request_id=request_id, status=404)(scope, receive, send)
-
-
-def _jsonrpc_error(code: int, message: str, *, request_id: str | int | None = None, status: int = 200) -> Response:
-    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
-    return JSONResponse(body, status_code=status)
+        await jsonrpc_error(-32601, message_text, request_id=message["id"], status=404)(scope, receive, send)

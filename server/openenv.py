@@ -48,7 +48,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ._body import MAX_BODY, read_body
 from .episodes import EpisodeService
-from .errors import ApiError, BadRequest, NotFound
+from .errors import ApiError, BadRequest, Conflict, NotFound
 from .requests import parse_body
 from .settings import ServerSettings
 from .step_rewards import META_PROGRESS, StepRewards
@@ -443,17 +443,32 @@ class OpenEnv:
         world = self._world(request.path_params.get("world"))
         body = await parse_body(request, StepRequest)
         principal, episode_id = request.state.principal, body.episode_id
-        if episode_id is not None and (await self.service.get(episode_id, principal)).world != world:
-            raise NotFound(f"no episode {episode_id!r} in world {world!r}; reset on this world's URL")
+        if episode_id is not None:
+            episode = await self._episode_in(world, episode_id, principal)
+            calls = isinstance(body.action, dict) and body.action.get("type") == "call_tool"
+            if calls and episode.status != "active":
+                raise Conflict(
+                    f"episode {episode_id} is {episode.status}; POST /openenv/{world}/reset starts a new one"
+                )
         key = _key("openenv-step", episode_id, body.request_id) if body.request_id is not None else None
         return JSONResponse(await self._step(world, principal, episode_id, body.action, key))
 
     async def http_state(self, request: Request) -> Response:
-        self._world(request.path_params.get("world"))
+        world = self._world(request.path_params.get("world"))
         unknown = set(request.query_params) - {"episode_id"}
         if unknown:
             raise BadRequest(f"unknown query parameter {sorted(unknown)[0]!r}; /state takes episode_id")
-        return JSONResponse(await self._state(request.query_params.get("episode_id"), request.state.principal))
+        episode_id, principal = request.query_params.get("episode_id"), request.state.principal
+        if episode_id is not None:
+            await self._episode_in(world, episode_id, principal)
+        return JSONResponse(await self._state(episode_id, principal))
+
+    async def _episode_in(self, world: str, episode_id: str, principal: str) -> EpisodeRecord:
+        """The episode, if it is `principal`'s and of `world` (the URL's): otherwise NotFound."""
+        episode = await self.service.get(episode_id, principal)
+        if episode.world != world:
+            raise NotFound(f"no episode {episode_id!r} in world {world!r}; reset on this world's URL")
+        return episode
 
     async def schema(self, request: Request) -> Response:
         self._world(request.path_params.get("world"))

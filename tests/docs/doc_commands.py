@@ -152,6 +152,12 @@ PG_COPY_OUT = f"simia db copy --from {PG} --to backup.db"
 SERVE_HELP = "simia serve --help"
 STDIO = "simia serve --transport stdio --world retail"
 REJUDGE = "simia judge EPISODE_ID... --db simia.db --backend SPEC"
+MALFORMED_CALL = (
+    "curl -s localhost:8765/episodes/EPISODE_ID/mcp -H 'content-type: application/json' "
+    "-H 'accept: application/json, text/event-stream' -H 'mcp-protocol-version: 2026-07-28' "
+    """-d '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": """
+    """{"name": "get_item", "arguments": ["milk"]}}'"""
+)
 ADVERSARIAL = "simia judge --adversarial --backend SPEC"
 MAKE_HELP = "make help"
 REFERENCE = "python docs/_gen/reference.py"

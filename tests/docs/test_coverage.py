@@ -22,6 +22,7 @@ from doc_commands import (  # type: ignore[import-not-found]
     GRPO_USER,
     INLINE,
     MAKE_HELP,
+    MALFORMED_CALL,
     PG_COPY_IN,
     PG_COPY_OUT,
     PG_MIGRATE,
@@ -51,6 +52,7 @@ from doc_commands import (  # type: ignore[import-not-found]
 PG_TEST = ("test_two_replicas_share_one_postgres_database_as_the_deployment_page_shows",)
 
 COVERED: dict[str, tuple[str, ...]] = {
+    MALFORMED_CALL: ("test_a_malformed_tools_call_gets_the_json_rpc_error_the_serving_page_shows",),
     PG_COPY_IN: PG_TEST,
     PG_SERVE: PG_TEST,
     PG_SERVE_2: PG_TEST,

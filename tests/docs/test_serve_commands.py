@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import shutil
+from typing import Any
 
 import httpx2 as httpx
 import pytest
 from doc_commands import (  # type: ignore[import-not-found]
+    MALFORMED_CALL,
     PG,
     PG_COPY_IN,
     PG_COPY_OUT,
@@ -148,3 +151,22 @@ async def test_serve_help_lists_the_limits_the_docs_name(sandbox: Sandbox) -> No
     assert done.code == 0, done
     assert [f for f in flags if f not in done.out] == [], done
     assert re.search(r"--max-argument-bytes [^(]*\(32768\)", " ".join(done.out.split())), done
+
+
+async def test_a_malformed_tools_call_gets_the_json_rpc_error_the_serving_page_shows(make_server: Any) -> None:
+    """The Serving page's `curl` of a `tools/call` whose arguments are an array, run as written (changed: the port,
+    and EPISODE_ID is an episode of the mock world), answers the JSON-RPC error the page shows under it."""
+    command = shown(MALFORMED_CALL)
+    lines = (ROOT / "docs" / "serving.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("curl -s localhost:8765/episodes/EPISODE_ID"))
+    answer = next(line for line in lines[start:] if line.startswith("# {")).removeprefix("# ")
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()["id"]
+        port = server.url.rsplit(":", 1)[1]
+        words = [w.replace("localhost:8765", f"localhost:{port}").replace("EPISODE_ID", episode) for w in command.words]
+        process = await asyncio.create_subprocess_exec(*words, stdout=asyncio.subprocess.PIPE)
+        printed, _ = await process.communicate()
+        steps = (await http.get(f"/v1/episodes/{episode}")).json()["steps"]
+    assert process.returncode == 0
+    assert json.loads(printed) == json.loads(answer)
+    assert steps == 0

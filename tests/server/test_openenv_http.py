@@ -1,0 +1,42 @@
+"""OpenEnv's plain-HTTP routes on an in-process server: an episode answers on its own world's URL only, and a call
+on an ended one says how OpenEnv starts the next (openenv's own clients are tested in tests/trainers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx2 as httpx
+
+STEP = {"type": "call_tool", "tool_name": "get_item", "arguments": {"name": "milk"}}
+
+
+async def test_an_episode_is_unknown_on_another_worlds_url(make_server: Any) -> None:
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        reset = (await http.post("/openenv/mock/reset", json={})).json()
+        episode_id = reset["observation"]["episode_id"]
+        elsewhere = await http.get("/openenv/retail/state", params={"episode_id": episode_id})
+        stepped = await http.post("/openenv/retail/step", json={"episode_id": episode_id, "action": STEP})
+        here = await http.get("/openenv/mock/state", params={"episode_id": episode_id})
+    for answer in (elsewhere, stepped):
+        assert answer.status_code == 404
+        assert answer.json()["error"]["message"] == (
+            f"no episode {episode_id!r} in world 'retail'; reset on this world's URL"
+        )
+    assert here.json() == {"episode_id": episode_id, "step_count": 0}
+
+
+async def test_a_call_on_an_ended_episode_is_a_409_that_says_to_reset(make_server: Any) -> None:
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        episode_id = (await http.post("/openenv/mock/reset", json={})).json()["observation"]["episode_id"]
+        ended = await http.post("/openenv/mock/step", json={"episode_id": episode_id, "action": {"type": "end"}})
+        again = await http.post("/openenv/mock/step", json={"episode_id": episode_id, "action": {"type": "end"}})
+        called = await http.post("/openenv/mock/step", json={"episode_id": episode_id, "action": STEP})
+        detail = (await http.get(f"/v1/episodes/{episode_id}")).json()
+    assert ended.status_code == 200 and ended.json()["done"] is True
+    assert again.status_code == 200  # ending again answers the stored verdict
+    assert called.status_code == 409
+    assert called.json()["error"] == {
+        "code": "conflict",
+        "message": f"episode {episode_id} is ended; POST /openenv/mock/reset starts a new one",
+    }
+    assert detail["steps"] == 0
