@@ -346,44 +346,47 @@ def default_db() -> str:
     return os.environ.get("SIMIA_DB_URL") or "simia.db"
 
 
-def readable_db(target: str) -> None:
+def readable_db(target: str, flag: str = "--db") -> None:
     """Check a database readers open (`judge`, `export`): a file or a Postgres database `simia serve --db`
-    wrote (an older one is upgraded), or CliError."""
+    wrote (an older one is upgraded), or CliError naming `flag`, the option that gave it."""
     if is_postgres_url(target):
         try:
             open_store(target, create=False)  # checks the schema; its connections open only on first use
         except SimiaError as exc:
-            raise CliError(f"--db: {exc}") from None
+            raise CliError(f"{flag}: {exc}") from None
         return
     path = Path(target.removeprefix("sqlite:///"))
     if not path.is_file():
-        raise CliError(f"no database at {target!r}; pass --db PATH (the file `simia serve --db` wrote)")
+        raise CliError(f"no database at {target!r}; pass {flag} PATH (the file `simia serve --db` wrote)")
     if "episodes" not in _tables(path):
-        raise CliError(f"--db {target!r} is not a simia database; pass --db PATH (the file `simia serve --db` wrote)")
+        raise CliError(
+            f"{flag} {target!r} is not a simia database; pass {flag} PATH (the file `simia serve --db` wrote)"
+        )
 
 
-def open_db(target: str, *, synchronous: str = "FULL", must_exist: bool = False) -> Store:
+def open_db(target: str, *, synchronous: str = "FULL", must_exist: bool = False, flag: str = "--db") -> Store:
     """The store at `--db`: a Postgres URL, or a SQLite path whose folder must exist (and the file too, for readers).
 
     An existing file must be a simia database or empty: SQLite would take a short file of anything else for
-    an empty database and overwrite it, and would add simia's tables to another program's database."""
+    an empty database and overwrite it, and would add simia's tables to another program's database. Errors name
+    `flag`, the option that gave `target`."""
     if "://" not in target or target.startswith("sqlite:///"):
         path = Path(target.removeprefix("sqlite:///"))
         if must_exist:
-            readable_db(target)
+            readable_db(target, flag)
         if not path.parent.is_dir():
-            raise CliError(f"--db {target!r}: folder {str(path.parent)!r} does not exist; create it first")
+            raise CliError(f"{flag} {target!r}: folder {str(path.parent)!r} does not exist; create it first")
         if path.is_dir():
-            raise CliError(f"--db {target!r} is a folder; give a database file path")
+            raise CliError(f"{flag} {target!r} is a folder; give a database file path")
         if path.is_file() and _head(path, 16) not in (_SQLITE_HEADER, b""):
-            raise CliError(f"--db {target!r} is not a SQLite database; give a new file path or a simia database")
+            raise CliError(f"{flag} {target!r} is not a SQLite database; give a new file path or a simia database")
         if (tables := _tables(path)) and "episodes" not in tables:
-            raise CliError(f"--db {target!r} is another program's SQLite database; give a new file path")
+            raise CliError(f"{flag} {target!r} is another program's SQLite database; give a new file path")
     try:
         return open_store(target, synchronous=synchronous, create=not must_exist)
     except (ValueError, OSError, SimiaError, sqlite3.Error) as exc:
         where = "" if is_postgres_url(target) else f" {redact_url(target)!r}"  # a Postgres message names it
-        raise CliError(f"--db{where}: {exc}") from None
+        raise CliError(f"{flag}{where}: {exc}") from None
 
 
 @contextlib.asynccontextmanager

@@ -34,8 +34,8 @@ def _migrate(args: argparse.Namespace) -> int:
 def _copy(args: argparse.Namespace) -> int:
     if args.source == args.destination:
         raise CliError("--from and --to are the same database; give another destination")
-    _close(open_db(args.source, must_exist=True))  # checks (and upgrades) the source's schema
-    _close(open_db(args.destination))  # creates the destination's tables, or checks them
+    _close(open_db(args.source, must_exist=True, flag="--from"))  # checks (and upgrades) the source's schema
+    _close(open_db(args.destination, flag="--to"))  # creates the destination's tables, or checks them
     try:
         report = copy_database(args.source, args.destination, replace=args.replace)
     except SimiaError as exc:

@@ -17,6 +17,10 @@ from ._common import CliError, add_worlds_dir, finite, load_world_set, readable_
 __all__ = ["register"]
 
 
+FILE_SUFFIXES = {".jsonl", ".json", ".csv", ".txt", ".ndjson", ".arrow"}
+"""Suffixes of files an `--out` for `--format hf` (a dataset folder) would not be meant as."""
+
+
 def _export(args: argparse.Namespace) -> int:
     readable_db(args.db)
     try:
@@ -31,6 +35,11 @@ def _export(args: argparse.Namespace) -> int:
         raise CliError(f"--out {args.out!r} is a folder; give a file path for --format {args.format}")
     if out.exists() and not out.is_dir() and folder:
         raise CliError(f"--out {args.out!r} is a file; give a folder (or a .parquet path) for --format hf")
+    if folder and not out.exists() and out.suffix.lower() in FILE_SUFFIXES:
+        raise CliError(
+            f"--out {args.out!r} names a {out.suffix} file, but --format hf writes a dataset folder: give a folder, "
+            "or a .parquet path for one file (JSONL: --format openai, sharegpt or hermes)"
+        )
     if not out.parent.is_dir():
         what = "is a file" if out.parent.exists() else "does not exist; create it first"
         raise CliError(f"--out {args.out!r}: folder {str(out.parent)!r} {what}")

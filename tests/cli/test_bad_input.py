@@ -227,6 +227,16 @@ BAD = [
         "error: replay: cannot connect to Postgres at postgresql://u:***@127.0.0.1:1/x: ",
     ),
     (["synth", "--world", "mock", "--backend", OK, "--seeds", "seeds.jsonl", "--out", "notes.txt"], "is a file"),
+    # db copy: the messages name the option that gave the database
+    (["db", "copy", "--from", "notes.txt", "--to", "x.db"], "error: --from 'notes.txt' is not a simia database"),
+    (["db", "copy", "--from", "simia.db", "--to", "notadb.db"], "error: --to 'notadb.db' is not a SQLite database"),
+    (["db", "copy", "--from", "missing.db", "--to", "x.db"], "error: no database at 'missing.db'; pass --from PATH"),
+    (["db", "copy", "--from", "other.db", "--to", "x.db"], "error: --from 'other.db' is not a simia database"),
+    # export --format hf writes a folder
+    (
+        ["export", "--format", "hf", "--out", "x.jsonl", "--db", "simia.db"],
+        "error: --out 'x.jsonl' names a .jsonl file, but --format hf writes a dataset folder",
+    ),
     # demo
     (["demo", "--task", "nope"], "error: unknown task 'nope'; tasks: cancel_by_mistake"),
     (["demo", "--max-turns", "0"], "--max-turns: must be at least 1, got 0"),
