@@ -12,7 +12,7 @@ from simia.sim.judging import EpisodeView, Judge
 from simia.sim.perturbation import Perturbation
 from simia.sim.records import EpisodeRecord, EventRecord
 from simia.sim.storage import Store
-from simia.sim.world import State, World, apply_patch, apply_patches
+from simia.sim.world import Parked, State, World, apply_patch, apply_patches, parked_patches
 
 from .calls import CallPipeline
 from .errors import BadRequest, Conflict, NotFound, Overloaded
@@ -132,7 +132,9 @@ class EpisodeService:
             raise BadRequest(f"step must be between 0 and {parent.seq} (the episode's last step), got {step}")
         await self._check_capacity()
         path = await self.store.state_path(parent.id, step)
-        state = apply_patches(await self.store.base(path.base_hash), path.patches)  # O(what the parent changed)
+        base = await self.store.base(path.base_hash)
+        # O(what the parent changed): parked when it wrote into a large collection, which is copied on first use
+        state = parked_patches(base, path.patches) or apply_patches(base, path.patches)
         return await self._open(
             world,
             state,
@@ -148,23 +150,30 @@ class EpisodeService:
         )
 
     async def _open(
-        self, world: World, state: State, base_hash: str, base_patches: list[list[dict[str, Any]]], **fields: Any
+        self,
+        world: World,
+        state: State | Parked,
+        base_hash: str,
+        base_patches: list[list[dict[str, Any]]],
+        **fields: Any,
     ) -> EpisodeRecord:
         """Create, store and remember a new active episode of `world` starting from `state`, which is the stored
-        base `base_hash` with `base_patches` applied (the row references them: no state is written)."""
+        base `base_hash` with `base_patches` applied (the row references them: no state is written). A `Parked`
+        state stays parked in memory until the episode's first call; the record returned then holds no state."""
+        whole = state if isinstance(state, State) else None
         episode = EpisodeRecord(
             id=new_episode_id(),
             world=world.name,
             world_hash=world.content_hash,
-            initial_state=state,
-            state=state,
+            initial_state=whole,
+            state=whole,
             base_hash=base_hash,
             base_patches=base_patches,
             **fields,
         )
         await self.store.put_world(world)  # the world as served, once per hash and process: the log stands alone
         await self.store.create_episode(episode)
-        self._live.remember(episode)
+        self._live.remember(episode, state if isinstance(state, Parked) else None)
         self.metrics.episodes[episode.world] += 1
         self.metrics.live += 1
         return episode

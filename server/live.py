@@ -166,10 +166,12 @@ class LiveEpisodes:
             if coldest is entry or not coldest.users:  # no call holds its lock: parking it races nothing
                 coldest.park()
 
-    def remember(self, episode: EpisodeRecord) -> None:
+    def remember(self, episode: EpisodeRecord, parked: Parked | None = None) -> None:
         """Keep a copy of a just-created episode, so that its first call reads nothing (states are values: the copy
-        shares them, and a live episode's memory is what its calls changed)."""
-        self.entry(episode.id).record = dataclasses.replace(episode)
+        shares them, and a live episode's memory is what its calls changed); `parked`: its state, when the record
+        holds none (a fork's, made whole by its first call)."""
+        entry = self.entry(episode.id)
+        entry.record, entry.parked = dataclasses.replace(episode), parked
 
     async def load(self, episode_id: str, entry: LiveEpisode) -> EpisodeRecord | None:
         """The cached record (loading it, its window and its latest events on first use); with a `Store.shared`

@@ -76,7 +76,11 @@ class StepRewards:
         return tracked
 
     def opened(self, episode: EpisodeRecord) -> None:
-        """Track an episode just created or forked, from its initial state (no read)."""
+        """Track an episode just created or forked, from its initial state (no read); a record that holds no state
+        (a fork kept parked) is read on its first step instead."""
+        if episode.initial_state is None:
+            self._episodes.pop(episode.id, None)
+            return
         self._keep(episode.id, self._tracked(self._checks(episode), episode.initial_state, episode.seq))
 
     def forget(self, episode_id: str) -> None:

@@ -141,3 +141,34 @@ async def test_the_most_recently_called_episodes_keep_their_states_whole_and_the
         assert [await _quantity(e["mcp_url"], "milk") for e in episodes] == [1, 2, 3]
         whole = [entry.record.state is not None for entry in entries]  # type: ignore[union-attr]
         assert whole == [False, True, True]  # called in order again: the first parked again, by the third
+
+
+async def test_a_fork_of_an_episode_that_wrote_to_a_large_collection_copies_nothing_until_its_first_call(
+    make_server: Any, worlds_dir: Path, tmp_path: Path
+) -> None:
+    """A fork starts parked (its parent's changes over the shared base, `parked_patches`): creating it copies none
+    of the 3,003 items; its first call makes it whole, sees the parent's writes, and earns its step reward from the
+    task's checks (the tracker reads the fork's start then); the parent is left as it was."""
+    from simia.sim.wire import META_PROGRESS
+
+    async with make_server(worlds_dir=_large_mock_world(worlds_dir, tmp_path)) as server:
+        live = server.app.service._live
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            parent = (await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"})).json()
+            async with Client(parent["mcp_url"]) as client:
+                await client.call_tool("set_quantity", {"name": "milk", "qty": 2})
+            fork = (await http.post(f"/v1/episodes/{parent['id']}/fork", json={})).json()
+            entry = live.get(fork["id"])
+            assert entry is not None and entry.record is not None
+            assert entry.record.state is None and entry.parked is not None
+            assert entry.parked.values == {("items", "milk"): {"qty": 2, "unit": "litres"}}
+            assert await _quantity(fork["mcp_url"], "milk") == 2
+            async with Client(fork["mcp_url"]) as client:
+                done = await client.call_tool("set_quantity", {"name": "milk", "qty": 4})
+            assert done.meta is not None and done.meta[META_PROGRESS] == 1.0
+            assert await _quantity(fork["mcp_url"], "item7") == 7
+            forked = (await http.get(f"/v1/episodes/{fork['id']}")).json()
+            original = (await http.get(f"/v1/episodes/{parent['id']}")).json()
+    assert forked["initial_state"]["items"]["milk"]["qty"] == 2 and forked["state"]["items"]["milk"]["qty"] == 4
+    assert len(forked["state"]["items"]) == 3_003
+    assert original["state"]["items"]["milk"]["qty"] == 2 and len(original["state"]["items"]) == 3_003

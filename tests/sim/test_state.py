@@ -116,3 +116,75 @@ def test_a_history_applied_at_once_equals_its_patches_one_by_one_and_copies_each
     assert folded.base is base and folded["meta"] is base["meta"] and folded["orders"]["o2"] is base["orders"]["o2"]
     assert base["orders"]["o0"]["status"] == "pending" and "new" not in base["orders"]  # the base is never written
     assert apply_patches(base, [[], []]) is base
+
+
+def _large_base() -> Any:
+    from simia.sim.world import as_state
+
+    orders = {f"O{i}": {"status": "pending", "items": [{"id": i, "q": 1}]} for i in range(1500)}
+    return as_state({"orders": orders, "users": {f"U{i}": {"name": f"n{i}"} for i in range(50)}, "meta": {"v": 1}})
+
+
+def _random_history(rng: random.Random) -> list[list[dict[str, Any]]]:
+    """Patches into a large collection (its records, nested values, adds, removes, copies, moves, tests) and
+    beside it; some of them do not apply."""
+    history = []
+    for _ in range(rng.randint(1, 4)):
+        patch: list[dict[str, Any]] = []
+        for _ in range(rng.randint(1, 3)):
+            key = f"O{rng.randrange(1500)}" if rng.random() < 0.7 else rng.choice(["N1", "C1", "O1"])
+            number = int(key[1:]) if key.startswith("O") else 1
+            patch.append(
+                rng.choice(
+                    [
+                        {"op": "replace", "path": f"/orders/{key}/status", "value": rng.choice(["a", "b"])},
+                        {"op": "add", "path": f"/orders/N{rng.randrange(3)}", "value": {"status": "new"}},
+                        {"op": "remove", "path": f"/orders/{key}"},
+                        {"op": "replace", "path": f"/orders/{key}/items/0/q", "value": rng.randrange(9)},
+                        {"op": "replace", "path": f"/users/U{rng.randrange(50)}/name", "value": "x"},
+                        {"op": "replace", "path": "/meta/v", "value": rng.randrange(9)},
+                        {"op": "test", "path": f"/orders/{key}/items/0/id", "value": number},
+                        {"op": rng.choice(["copy", "move"]), "from": f"/orders/{key}", "path": "/orders/C1"},
+                    ]
+                )
+            )
+        history.append(patch)
+    return history
+
+
+def test_a_history_parked_without_copying_its_large_collections_unparks_to_what_apply_patches_makes() -> None:
+    """`parked_patches` (a fork's start: O(the records changed), not O(the collection)) gives the same state,
+    digest and touched set as `apply_patches`, fails where it fails, and leaves the base as it was."""
+    from simia.sim.world import Parked, apply_patches, park, parked_patches
+
+    base, rng, compared = _large_base(), random.Random(7), 0
+    before = copy.deepcopy(dict(base))
+    for _ in range(400):
+        history = _random_history(rng)
+        try:
+            whole = apply_patches(base, history)
+        except StateError:
+            with pytest.raises(StateError):
+                parked_patches(base, history)
+            continue
+        parked = parked_patches(base, history)
+        if parked is None:  # nothing changed, or nothing large written: the caller is told to use apply_patches
+            assert not isinstance(park(whole), Parked), history
+            continue
+        again = parked.unpark()
+        assert (dict(again), again.digest, again.touched) == (dict(whole), whole.digest, whole.touched), history
+        compared += 1
+    assert compared > 200
+    assert dict(base) == before
+
+
+def test_parked_patches_declines_what_reads_or_writes_a_large_collection_whole() -> None:
+    from simia.sim.world import parked_patches
+
+    base = _large_base()
+    assert parked_patches(base, [[{"op": "replace", "path": "/orders", "value": {}}]]) is None
+    assert parked_patches(base, [[{"op": "copy", "from": "/orders", "path": "/backup"}]]) is None
+    assert parked_patches(base, [[{"op": "replace", "path": "/meta/v", "value": 2}]]) is None  # nothing large
+    assert parked_patches(base, []) is None
+    parked = parked_patches(base, [[{"op": "replace", "path": "/orders/O3/status", "value": "done"}]])
+    assert parked is not None and parked.values == {("orders", "O3"): {"status": "done", "items": [{"id": 3, "q": 1}]}}
