@@ -232,11 +232,14 @@ def parked_patches(state: dict[str, Any], patches: Iterable[list[dict[str, Any]]
         for op in patch:
             paths = [op.get("path"), op.get("from")] if isinstance(op, dict) else [None]
             for path in paths[: 2 if isinstance(op, dict) and op.get("op") in ("move", "copy") else 1]:
-                if not isinstance(path, str):
-                    return None
-                tokens = path.split("/")
-                if len(tokens) >= 2 and tokens[1] in large:
-                    if len(tokens) < 3:
+                try:
+                    tokens = _tokens(path) if isinstance(path, str) else None
+                except _PatchFailure:
+                    tokens = None
+                if tokens is None:
+                    return None  # not a pointer: `apply_patches` says what is wrong
+                if tokens and tokens[0] in large:
+                    if len(tokens) < 2:
                         return None  # the collection itself, read or written whole
                     written = True
     if not written:

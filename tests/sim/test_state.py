@@ -179,12 +179,16 @@ def test_a_history_parked_without_copying_its_large_collections_unparks_to_what_
 
 
 def test_parked_patches_declines_what_reads_or_writes_a_large_collection_whole() -> None:
-    from simia.sim.world import parked_patches
+    from simia.sim.world import as_state, parked_patches
 
     base = _large_base()
     assert parked_patches(base, [[{"op": "replace", "path": "/orders", "value": {}}]]) is None
     assert parked_patches(base, [[{"op": "copy", "from": "/orders", "path": "/backup"}]]) is None
     assert parked_patches(base, [[{"op": "replace", "path": "/meta/v", "value": 2}]]) is None  # nothing large
     assert parked_patches(base, []) is None
+    assert parked_patches(base, [[{"op": "copy", "from": "/ord~1ers", "path": "/backup"}]]) is None  # not large
+    slashed = as_state({"a/b": {f"K{i}": {"n": i} for i in range(1500)}})
+    written = [{"op": "replace", "path": "/a~1b/K1/n", "value": 0}, {"op": "copy", "from": "/a~1b", "path": "/all"}]
+    assert parked_patches(slashed, [written]) is None  # an escaped name is still the large collection, read whole
     parked = parked_patches(base, [[{"op": "replace", "path": "/orders/O3/status", "value": "done"}]])
     assert parked is not None and parked.values == {("orders", "O3"): {"status": "done", "items": [{"id": 3, "q": 1}]}}
