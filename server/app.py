@@ -62,7 +62,7 @@ from .middleware import EpisodeMcpShortcut, Guard, ViewerSplit
 from .nemo_gym import NemoGym
 from .openapi import openapi_document
 from .openenv import OpenEnv
-from .requests import parse_body
+from .requests import no_query, parse_body
 from .responses import error_response, json_response
 from .runtime import tune_gc
 from .settings import ServerSettings
@@ -227,6 +227,7 @@ class SimiaApp:
         return JSONResponse({**self._openapi, "servers": [{"url": self._base_url(request)}]})
 
     async def list_worlds(self, request: Request) -> Response:
+        no_query(request)
         base = self._base_url(request)
         worlds = [
             WorldInfo(
@@ -297,6 +298,7 @@ class SimiaApp:
         return json_response(EpisodeList(episodes=listed, more=more))
 
     async def get_episode(self, request: Request) -> Response:
+        no_query(request)
         episode = await self.service.get(request.path_params["episode_id"], request.state.principal)
         events = await self.store.events(episode.id)
         detail = self._episode(request, episode, EpisodeDetail)

@@ -12,10 +12,22 @@ from starlette.requests import Request
 from ._body import MAX_BODY, read_body
 from .errors import BadRequest
 
-__all__ = ["MAX_JSON_BODY", "parse_body"]
+__all__ = ["MAX_JSON_BODY", "no_query", "parse_body"]
 
 MAX_JSON_BODY = MAX_BODY
 M = TypeVar("M", bound=BaseModel)
+
+
+def no_query(request: Request) -> None:
+    """Refuse a query string on a route that takes none (a misspelt filter is never ignored in silence).
+
+    Raises:
+        BadRequest: naming the first parameter, and where the route's input goes instead.
+    """
+    if request.query_params:
+        name = next(iter(request.query_params))
+        where = "its fields go in a JSON body" if request.method == "POST" else "it takes none"
+        raise BadRequest(f"unknown query parameter {name!r}; {request.method} {request.url.path}: {where}")
 
 
 async def parse_body(request: Request, model: type[M]) -> M:
@@ -23,9 +35,10 @@ async def parse_body(request: Request, model: type[M]) -> M:
     (`"12"` or `true` for an integer) is refused, never converted.
 
     Raises:
-        BadRequest: any problem, in a message that names the field.
+        BadRequest: any problem, in a message that names the field (a query string too: see `no_query`).
         PayloadTooLarge: a body over `MAX_JSON_BODY`.
     """
+    no_query(request)
     raw = await read_body(request, MAX_JSON_BODY)
     try:
         return model.model_validate_json(raw if raw.strip() else b"{}", strict=True)

@@ -111,6 +111,28 @@ async def test_an_unknown_query_parameter_is_a_400_naming_it(make_server: Any) -
     )
 
 
+async def test_a_query_string_on_a_route_that_takes_none_is_a_400_that_says_where_its_input_goes(
+    make_server: Any,
+) -> None:
+    """A filter misspelt onto `/v1/worlds` or an episode, or a POST's fields sent in the query, were ignored."""
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        episode = (await http.post("/v1/episodes", json={"world": "mock"})).json()
+        worlds = await http.get("/v1/worlds", params={"name": "mock"})
+        one = await http.get(f"/v1/episodes/{episode['id']}", params={"include": "events"})
+        created = await http.post("/v1/episodes", params={"world": "mock"})
+        forked = await http.post(f"/v1/episodes/{episode['id']}/fork", params={"step": "0"}, json={})
+        listed = await http.get("/v1/episodes")
+    messages = [r.json()["error"]["message"] for r in (worlds, one, created, forked)]
+    assert [r.status_code for r in (worlds, one, created, forked)] == [400] * 4
+    assert messages == [
+        "unknown query parameter 'name'; GET /v1/worlds: it takes none",
+        f"unknown query parameter 'include'; GET /v1/episodes/{episode['id']}: it takes none",
+        "unknown query parameter 'world'; POST /v1/episodes: its fields go in a JSON body",
+        f"unknown query parameter 'step'; POST /v1/episodes/{episode['id']}/fork: its fields go in a JSON body",
+    ]
+    assert len(listed.json()["episodes"]) == 1  # nothing was created or forked
+
+
 @pytest.mark.parametrize(
     ("path", "body", "message"),
     [
