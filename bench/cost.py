@@ -12,9 +12,8 @@ for both approaches. Token counts are the fake's (a quarter of the request's cha
 - **One episode** (`_retail_episode`: the retail world, every tool model-answered): the cost of call 5, 10, 25, 50
   and 100 for simia, simia without any prompt cache (the zero of caching), and Simia-style history replay, which
   resends the whole trajectory each call (`history_parts`) with the same system prompt. Replay is append-only, so a
-  provider caches nearly all of it: on OpenAI by itself, on Anthropic with a breakpoint after each call's end (the
-  fake reads only at breakpoints; the real API finds the previous call's end by its 20-block lookback from a last-block
-  breakpoint, so the numbers are those, the markers adding about 9 tokens a call to replay's prompt).
+  provider caches nearly all of it: on OpenAI by itself, on Anthropic with one breakpoint on the last block (the API
+  takes at most 4), from which the API, and the fake, look back up to 20 blocks for the previous call's end.
 - **Parallel episodes** (1,000, 5 calls each, 64 at a time, each starting at a different point of the call pattern
   and from its own state, `own_state`): the cached share of simia's input tokens across all of them, and their mean
   cost per call. No episode's prompt repeats another's past the world's prefix: a lower bound, since the tiny world's
@@ -187,10 +186,8 @@ async def replay_episode(model: Model, world: World, steps: Sequence[Step]) -> l
         for k, step in enumerate(steps):
             parts = history_parts(steps[:k], ToolCall(step.tool, step.arguments))
             blocks: list[dict[str, Any]] = [{"type": "text", "text": part} for part in parts]
-            if model.provider == "anthropic":  # a breakpoint where each call's prompt ended (see the docstring)
-                for block in blocks:
-                    if block["text"].startswith("<|assistant|>"):
-                        block["cache_control"] = {"type": "ephemeral"}
+            if model.provider == "anthropic":  # one breakpoint, on the last block (see the docstring)
+                blocks[-1]["cache_control"] = {"type": "ephemeral"}
             reply = {"is_error": step.is_error, "output": step.output}
             fake.script(FakeReply(answer=reply))
             request = CompletionRequest([system, {"role": "user", "content": blocks}], REPLAY_SCHEMA, "tool_response")

@@ -12,7 +12,9 @@ own usage fields:
   on the real API) and each hit refreshes its prefix.
 - **Anthropic** (explicit): only prefixes ending at a `cache_control` breakpoint are cached (tools, then the
   system blocks, then the messages), each at least `anthropic_min` tokens (1,024 on Sonnet and Opus); a request
-  reads the longest cached breakpoint prefix (`cache_read_input_tokens`), writes the rest up to its last
+  reads the longest cached prefix ending at one of its breakpoints or at a block boundary up to `LOOKBACK`
+  blocks before one, as the API looks back for an earlier request's breakpoint (`cache_read_input_tokens`),
+  writes the rest up to its last
   breakpoint (`cache_creation_input_tokens`, billed above plain input), and `input_tokens` counts only what
   follows it. Entries live 5 minutes, refreshed by each hit.
 
@@ -31,6 +33,8 @@ __all__ = ["PromptCache"]
 
 CHARS_PER_TOKEN = 4
 OPENAI_MIN, OPENAI_STEP = 1_024, 128
+LOOKBACK = 20
+"""Anthropic looks for a cached prefix at a breakpoint and at the block boundaries before it, this many blocks in all."""
 
 
 class PromptCache:
@@ -83,19 +87,22 @@ class PromptCache:
     def anthropic_usage(self, body: dict[str, Any], output_tokens: int) -> dict[str, Any]:
         """`usage` of a Messages API answer to `body`."""
         parts = _anthropic_parts(body)
-        text, ends = "", []  # the prefix text, and where each breakpoint ends it (in characters)
+        text, bounds, ends = "", [], []  # the prefix text, where each block ends it, where each breakpoint does
         for part, breakpoint in parts:
             text += part
+            bounds.append(len(text))
             if breakpoint:
-                ends.append(len(text))
+                ends.append(len(bounds) - 1)
         tokens = _tokens(text)
         now = self.clock()
         scope = "anthropic:" + str(body.get("model"))
         read = 0
-        for end in ends:
-            digest = _digest(scope, text[:end])
-            if self._entries.get(digest, -1.0) > now:
-                read = _tokens(text[:end])
+        for block in ends:  # a breakpoint reads the longest cached prefix ending at it or at one of the
+            for end in reversed(bounds[max(0, block - LOOKBACK + 1) : block + 1]):  # blocks before it
+                if self._entries.get(_digest(scope, text[:end]), -1.0) > now:
+                    read = max(read, _tokens(text[:end]))
+                    break
+        ends = [bounds[block] for block in ends]
         written = 0
         for end in ends:
             size = _tokens(text[:end])
@@ -117,7 +124,9 @@ class PromptCache:
 def _anthropic_parts(body: dict[str, Any]) -> list[tuple[str, bool]]:
     """The request as Anthropic reads it for caching: tools, system blocks, then message blocks, each with whether
     it carries a `cache_control` breakpoint."""
-    parts: list[tuple[str, bool]] = [(_json(tool), "cache_control" in tool) for tool in body.get("tools") or []]
+    parts: list[tuple[str, bool]] = [
+        (_json(_content(tool)), "cache_control" in tool) for tool in body.get("tools") or []
+    ]
     system = body.get("system")
     blocks = [{"type": "text", "text": system}] if isinstance(system, str) else list(system or [])
     parts += [(_json(block.get("text")), "cache_control" in block) for block in blocks]
@@ -126,8 +135,16 @@ def _anthropic_parts(body: dict[str, Any]) -> list[tuple[str, bool]]:
         if isinstance(content, str):
             parts.append((_json(message.get("role")) + _json(content), False))
         else:
-            parts += [(_json(block), isinstance(block, dict) and "cache_control" in block) for block in content or []]
+            parts += [
+                (_json(_content(block)), isinstance(block, dict) and "cache_control" in block)
+                for block in content or []
+            ]
     return parts
+
+
+def _content(block: Any) -> Any:
+    """A block as the cache compares it: its content, not its breakpoint marker."""
+    return {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
 
 
 def _json(value: Any) -> str:

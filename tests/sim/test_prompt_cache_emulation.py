@@ -72,3 +72,25 @@ def test_anthropic_caches_to_breakpoints_above_the_minimum_for_five_minutes() ->
     small = PromptCache(clock=clock)
     small.anthropic_usage(message("s" * 400, True), 5)  # 100 tokens: under the minimum, never written
     assert small.anthropic_usage(message("s" * 400, True), 5)["cache_read_input_tokens"] == 0
+
+
+def blocks(texts: list[str]) -> dict[str, Any]:
+    """A request whose user message is `texts` as blocks, one breakpoint on the last (as a conversation caches)."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": text} for text in texts]
+    content[-1]["cache_control"] = {"type": "ephemeral"}
+    return {"model": "claude", "messages": [{"role": "user", "content": content}]}
+
+
+def test_anthropic_reads_an_earlier_breakpoint_up_to_20_blocks_back_and_writes_only_what_follows() -> None:
+    cache = PromptCache()
+    turns = ["t" * 4 * 1_200, *(f"turn {i} " + "u" * 400 for i in range(30))]
+    first = cache.anthropic_usage(blocks(turns[:2]), 5)
+    assert first["cache_read_input_tokens"] == 0 and first["cache_creation_input_tokens"] > 1_200
+    # The next request moves its one breakpoint 3 blocks on: the previous one's end (no marker there now) is
+    # found by looking back, and only the 3 new blocks are written.
+    grown = cache.anthropic_usage(blocks(turns[:5]), 5)
+    assert grown["cache_read_input_tokens"] == first["cache_creation_input_tokens"]
+    assert 0 < grown["cache_creation_input_tokens"] < 3 * 110 and grown["input_tokens"] == 0
+    # 21 blocks on, the last cached end is past the lookback: nothing is read.
+    far = cache.anthropic_usage(blocks(turns[:26]), 5)
+    assert far["cache_read_input_tokens"] == 0
