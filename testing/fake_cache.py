@@ -34,7 +34,7 @@ __all__ = ["PromptCache"]
 CHARS_PER_TOKEN = 4
 OPENAI_MIN, OPENAI_STEP = 1_024, 128
 LOOKBACK = 20
-"""Anthropic looks for a cached prefix at a breakpoint and at the block boundaries before it, this many blocks in all."""
+"""Anthropic looks for a cached prefix at a breakpoint and at the block ends before it: this many blocks in all."""
 
 
 class PromptCache:
