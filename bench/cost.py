@@ -53,6 +53,7 @@ from simia.sim.records import PastCall
 from simia.sim.world import World
 from simia.testing.fake_cache import PromptCache
 from simia.testing.fake_provider import FakeProvider, FakeReply
+from simia.testing.mock_world import message_text
 
 AT = (5, 10, 25, 50, 100)
 PARALLEL, PARALLEL_CALLS, AT_ONCE = 1_000, 5, 64
@@ -121,7 +122,7 @@ def output_tokens(data: dict[str, Any]) -> int:
 
 def user_text(body: dict[str, Any]) -> str:
     """The simulator's user message in an OpenAI or Anthropic request body."""
-    return str(next(m["content"] for m in body["messages"] if m["role"] == "user"))
+    return message_text(next(m["content"] for m in body["messages"] if m["role"] == "user"))
 
 
 def prompt_text(body: dict[str, Any]) -> str:

@@ -12,11 +12,20 @@ from typing import Any
 
 from simia.sim.backends import CompletionRequest
 
-__all__ = ["mock_world_answer", "parse_simulator_prompt"]
+__all__ = ["message_text", "mock_world_answer", "parse_simulator_prompt"]
 
 
-def parse_simulator_prompt(prompt: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """(tool, arguments, state view) from the user message of a simulator prompt."""
+def message_text(content: Any) -> str:
+    """A message's content as text: a string as it is, content blocks (Anthropic's, OpenAI's parts) joined."""
+    if isinstance(content, list):
+        return "".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
+    return str(content)
+
+
+def parse_simulator_prompt(prompt: str | list[Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """(tool, arguments, state view) from the user message of a simulator prompt (its text, or its content
+    blocks as an Anthropic request carries them)."""
+    prompt = message_text(prompt)
     state: dict[str, Any] = json.loads(prompt.split("Current state", 1)[1].split("\n", 2)[1])
     tool = prompt.split("Call: ", 1)[1].split("\n", 1)[0]
     arguments: dict[str, Any] = json.loads(prompt.split("Arguments: ", 1)[1].split("\n", 1)[0])
@@ -32,7 +41,7 @@ def mock_world_answer(request: CompletionRequest | dict[str, Any]) -> dict[str, 
     body: the call is in the first user message)."""
     messages = request.messages if isinstance(request, CompletionRequest) else request["messages"]
     prompt = next(m["content"] for m in messages if m["role"] == "user")
-    tool, args, state = parse_simulator_prompt(str(prompt))
+    tool, args, state = parse_simulator_prompt(prompt)
     items = state["items"]
     if tool == "list_items":
         return _ok({"items": [{"name": k, "qty": v["qty"]} for k, v in items.items()]})

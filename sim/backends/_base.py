@@ -117,6 +117,10 @@ class CompletionRequest:
         cache_key: the provider prompt-cache key: requests that share it share a stable prefix (the simulator's:
             one per world and prompt version, so all episodes of a world share one cache). OpenAI routes on it
             (`prompt_cache_key`); a backend that has no such parameter ignores it.
+        cache_breaks: where parts of the first user message that later requests may repeat end (character
+            offsets, ascending; the simulator's: after the state section). A backend whose cache breakpoints
+            are explicit (Anthropic) sends that message as text blocks split there, each part but the last
+            marked as a breakpoint; the others send it whole (their caches find shared prefixes themselves).
     """
 
     messages: list[dict[str, Any]]
@@ -127,6 +131,7 @@ class CompletionRequest:
     seed: int | None = None
     key: str | None = None
     cache_key: str | None = None
+    cache_breaks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

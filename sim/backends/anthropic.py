@@ -3,10 +3,13 @@
 Structured output is a forced tool call: the request carries one tool whose
 `input_schema` is the requested schema (with an object at its root: `object_rooted`), with
 `tool_choice` naming it, and the answer is that tool call's input. The SDK's own retries are off.
+Prompt caching is explicit: a breakpoint after the system block, and one where the request says a part of
+its user message may recur (`CompletionRequest.cache_breaks`, at most 2: the API takes 4 in all).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Mapping
@@ -71,6 +74,8 @@ class AnthropicBackend(Backend):
         """The Messages API parameters of `request`: what `generate` sends, and the `params` of a batch request."""
         system = "\n\n".join(str(m["content"]) for m in request.messages if m["role"] == "system")
         messages = [{"role": m["role"], "content": m["content"]} for m in request.messages if m["role"] != "system"]
+        if request.cache_breaks and messages and messages[0]["role"] == "user":
+            messages[0]["content"] = cached_blocks(str(messages[0]["content"]), request.cache_breaks)
         tool = {
             "name": request.schema_name,
             "description": "Return your answer by calling this tool with arguments matching its schema.",
@@ -84,9 +89,10 @@ class AnthropicBackend(Backend):
             "tool_choice": {"type": "tool", "name": request.schema_name},
         }
         if system:
-            # One cache breakpoint after the stable prefix (the answer tool, then the system block: the world for
+            # A cache breakpoint after the stable prefix (the answer tool, then the system block: the world for
             # the simulator, the judge's rules for the judge): Anthropic caches it when it is long enough (1,024+
-            # tokens on most models) and bills reads at a tenth of the input price.
+            # tokens on most models) and bills reads at a tenth of the input price. `cache_breaks` add the
+            # user message's own (the simulator's state section).
             body["system"] = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
         return body
 
@@ -240,3 +246,19 @@ def _to_anthropic(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, A
         else:
             out.append({"role": m["role"], "content": str(m.get("content") or "")})
     return system, out
+
+
+MESSAGE_BREAKPOINTS = 2
+"""Breakpoints a user message may carry (the API takes 4 per request; the system block and the tools use the rest)."""
+
+
+def cached_blocks(text: str, breaks: tuple[int, ...]) -> list[dict[str, Any]]:
+    """`text` as text blocks split at `breaks`, each but the last a cache breakpoint (the last
+    `MESSAGE_BREAKPOINTS` of them: the API looks back up to 20 blocks from a breakpoint for an earlier request's).
+    A request repeating an earlier one's parts then reads them from the cache and writes only what it adds."""
+    cuts = sorted({b for b in breaks if 0 < b < len(text)})
+    bounds = [0, *cuts, len(text)]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text[a:b]} for a, b in itertools.pairwise(bounds)]
+    for block in blocks[:-1][-MESSAGE_BREAKPOINTS:]:
+        block["cache_control"] = {"type": "ephemeral"}
+    return blocks

@@ -12,7 +12,7 @@ from __future__ import annotations
 from .faults import Fault, applicable, choose_fault, injected_error, perturb_output
 from .grounded import Broken, Plan, Refused, plan_call, undeclared
 from .index import IndexedState, StateIndex, StateIndexes
-from .prompts import PROMPT_VERSION, answer_schema, system_prompt, user_prompt
+from .prompts import PROMPT_VERSION, UserMessage, answer_schema, system_prompt, user_prompt
 from .simulator import INTERNAL_TEXT, ErrorKind, Simulator, Step, ToolCall, check_call
 from .slicing import NamedRecord, StateView, needles_of, slice_state, state_text, state_view
 
@@ -32,6 +32,7 @@ __all__ = [
     "StateView",
     "Step",
     "ToolCall",
+    "UserMessage",
     "answer_schema",
     "applicable",
     "check_call",

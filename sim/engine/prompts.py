@@ -3,19 +3,22 @@
 The system message depends only on the world (rules, description, policy, tools,
 examples), so providers' prefix caches hit across calls; the user message carries
 what changes, least changing first: the (sliced) state, the call, then a bounded window
-of recent calls.
+of recent calls. `UserMessage.stable` marks where its state section ends, for providers whose cache
+breakpoints are explicit (Anthropic): the world's prefix is cached for every episode, the state section for
+the calls that see the same slice of the same state.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..records import PastCall
 from ..world import ToolSpec, World, schema_signature
 
-__all__ = ["PROMPT_VERSION", "answer_schema", "system_prompt", "user_prompt"]
+__all__ = ["PROMPT_VERSION", "UserMessage", "answer_schema", "system_prompt", "user_prompt"]
 
 PROMPT_VERSION = "sim-5"
 
@@ -113,24 +116,42 @@ def system_prompt(world: World, *, example_chars: int = 4000) -> str:
     return "\n\n".join(sections)
 
 
+@dataclass(frozen=True)
+class UserMessage:
+    """The simulator's user message.
+
+    Attributes:
+        text: the message.
+        stable: where its parts that a later request may repeat end (character offsets, ascending): after the
+            state section. A provider with explicit cache breakpoints caches up to there
+            (`CompletionRequest.cache_breaks`).
+    """
+
+    text: str
+    stable: tuple[int, ...] = ()
+
+
 def user_prompt(
     tool: str,
     arguments_json: str,
     state_text: str,
     window: Sequence[PastCall],
-) -> str:
+) -> UserMessage:
     """The changing part: the state (as JSON text), the call, then the recent calls before it.
 
     Ordered from the least changing to the most: the state changes only on writes (and a call's slice of it
-    often repeats an earlier call's), the window on every call. A provider's prefix cache then serves the
-    longest part of this message that an earlier request of the same tool shared.
+    often repeats an earlier call's: the same records read again, the rollouts of one GRPO group calling the
+    same tools on the same state), the window on every call. A provider's prefix cache then serves the
+    longest part of this message that an earlier request of the same tool shared; `stable` marks the end of
+    the state section for a provider that caches only where it is told to.
     """
-    lines = ["Current state:", state_text, "", f"Call: {tool}", f"Arguments: {arguments_json}"]
+    head = f"Current state:\n{state_text}\n\n"
+    lines = [f"Call: {tool}", f"Arguments: {arguments_json}"]
     if window:
         lines.append("")
         lines.append("Recent calls before it (oldest first):")
         lines.extend(f"{i}. {past.line}" for i, past in enumerate(window, start=1))
-    return "\n".join(lines)
+    return UserMessage(head + "\n".join(lines), (len(head),))
 
 
 _STRING: dict[str, Any] = {"type": "string"}

@@ -25,7 +25,7 @@ from ..storage import ResponseCache, cache_key
 from ..world import State, ToolSpec, World, apply_patch, as_state, compact_json
 from .grounded import Broken, Plan, Refused, contradiction, facts, merged_patch, plan_call
 from .index import StateIndexes
-from .prompts import MAX_ROOTS, PROMPT_VERSION, answer_schema, system_prompt, user_prompt
+from .prompts import MAX_ROOTS, PROMPT_VERSION, UserMessage, answer_schema, system_prompt, user_prompt
 from .slicing import StateView, state_view
 
 __all__ = ["INTERNAL_TEXT", "ErrorKind", "Simulator", "Step", "ToolCall", "check_call"]
@@ -196,19 +196,20 @@ class Simulator:
         view = state_view(indexed, call.arguments, world.simulator.max_state_chars)
         tool = world.tool(call.tool)
         plan = plan_call(world, tool, current, call.arguments) if tool is not None and tool.grounding else None
-        return self._messages(world, window, call, view, plan if isinstance(plan, Plan) else None)
+        messages, _ = self._messages(world, window, call, view, plan if isinstance(plan, Plan) else None)
+        return messages
 
     def _messages(
         self, world: World, window: Sequence[PastCall], call: ToolCall, view: StateView, plan: Plan | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[list[dict[str, Any]], UserMessage]:
+        """The request's messages, and its user message with where its reusable parts end."""
         system = self._system.get(world.content_hash)
         if system is None:
             system = self._system[world.content_hash] = system_prompt(world)
         recent = list(window)[-world.simulator.window :] if world.simulator.window else []
         user = user_prompt(call.tool, call.arguments_json, view.text, recent)
-        if plan is not None:
-            user = f"{user}\n\n{facts(plan)}"
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        text = user.text if plan is None else f"{user.text}\n\n{facts(plan)}"
+        return [{"role": "system", "content": system}, {"role": "user", "content": text}], user
 
     async def step(
         self,
@@ -319,7 +320,7 @@ class Simulator:
     ) -> Step:
         """Ask the model, feeding each invalid answer's problem back, up to `max_attempts` times."""
         schema = self._answer_schema(world, tool, current)
-        messages = self._messages(world, window, call, view, plan)
+        messages, user = self._messages(world, window, call, view, plan)
         usage = Usage()
         last_problem = ""
         for attempt in range(1, self.max_attempts + 1):
@@ -332,6 +333,7 @@ class Simulator:
                 seed=None if seed is None else seed + attempt - 1,
                 key=keys[1] if keys is not None else None,
                 cache_key=_prompt_cache_key(world),
+                cache_breaks=user.stable,
             )
             try:
                 completion = await self.backend.complete(request)

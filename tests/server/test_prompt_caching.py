@@ -1,9 +1,10 @@
 """Provider prompt caches through the whole server: the requests the fake provider receives carry the cache hints
-(OpenAI `prompt_cache_key`, an Anthropic `cache_control` breakpoint), the fake's emulated caches answer as the
+(OpenAI `prompt_cache_key`, Anthropic `cache_control` breakpoints), the fake's emulated caches answer as the
 providers do, and each call's cached tokens and cache-priced cost are recorded in its event, on both engines."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx2 as httpx
@@ -50,12 +51,23 @@ async def test_repeated_calls_hit_the_providers_prompt_cache_and_events_record_i
         assert len(keys) == 1 and keys.pop().startswith("simia-")  # one key for the world: episodes share it
     else:
         assert all(body["system"][0]["cache_control"] == {"type": "ephemeral"} for body in bodies)
+        # The user message: the state section, a breakpoint, then the call and the window.
+        for body in bodies:
+            state, rest = body["messages"][0]["content"]
+            assert state["text"].startswith("Current state:\n") and state["cache_control"] == {"type": "ephemeral"}
+            assert rest["text"].startswith("Call: get_item\n") and "cache_control" not in rest
     usage = [event["usage"] for event in events]
     assert usage[0]["cached_tokens"] == 0  # the first call of the world fills the cache
     # The second episode's calls are the first's again: they read what the first episode cached.
     assert usage[2]["cached_tokens"] > 0 and usage[3]["cached_tokens"] > 0
     assert all(u["cached_tokens"] < u["prompt_tokens"] for u in usage)
-    if provider == "anthropic":  # the breakpoint after the system block: every call after the first reads it
+    if provider == "anthropic":  # the breakpoints after the system block and the state section: every call after
+        # the first reads both (the mock world's state is shown whole, the same for every call), and only the call
+        # and the window are plain input
         assert all(u["cached_tokens"] > 0 for u in usage[1:])
-        assert usage[0]["cache_write_tokens"] > 0 and usage[1]["cache_write_tokens"] == 0
+        assert usage[0]["cache_write_tokens"] > 0 and all(u["cache_write_tokens"] == 0 for u in usage[1:])
+        for body, u in zip(bodies, usage, strict=True):
+            plain = u["prompt_tokens"] - u["cached_tokens"] - u["cache_write_tokens"]
+            rest = body["messages"][0]["content"][1]  # plain input: what follows the state section, no more
+            assert plain <= len(json.dumps(rest, sort_keys=True, separators=(",", ":"))) // 4 + 1
     assert usage[2]["cost_usd"] < usage[0]["cost_usd"]  # the same call, its cached tokens at the cache rate

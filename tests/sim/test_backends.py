@@ -108,6 +108,31 @@ async def test_anthropic_forces_a_tool_call_with_the_schema() -> None:
     assert completion.data == {"answer": 4} and completion.usage.prompt_tokens == 120
 
 
+async def test_anthropic_splits_the_user_message_at_its_cache_breaks_and_marks_all_but_the_last_part() -> None:
+    """A part the request says may recur is a breakpoint, at most two in the message (the API takes four in all);
+    other backends send the message whole."""
+    text = "state A|state B|call"
+    split = dataclasses.replace(REQUEST, messages=[REQUEST.messages[0], {"role": "user", "content": text}])
+    async with FakeProvider({"answer": 4}).running() as fake:
+        for breaks in ((8,), (6, 8, 16), ()):
+            backend = backend_for("anthropic", fake, RetryPolicy())
+            await backend.complete(dataclasses.replace(split, cache_breaks=breaks))
+            await backend.aclose()
+        openai = backend_for("openai", fake, RetryPolicy())
+        await openai.complete(dataclasses.replace(split, cache_breaks=(8,)))
+        await openai.aclose()
+    mark = {"cache_control": {"type": "ephemeral"}}
+    one, three, none, whole = (body["messages"][-1]["content"] for body in fake.requests)
+    assert one == [{"type": "text", "text": "state A|", **mark}, {"type": "text", "text": "state B|call"}]
+    assert three == [
+        {"type": "text", "text": "state "},
+        {"type": "text", "text": "A|", **mark},
+        {"type": "text", "text": "state B|", **mark},
+        {"type": "text", "text": "call"},
+    ]
+    assert none == whole == text
+
+
 async def test_openai_routes_by_the_prompt_cache_key_and_reads_cached_tokens() -> None:
     """The official API gets `prompt_cache_key`; the cached tokens its usage reports are recorded and priced at the
     cache-read rate. A compatible server gets no key (vLLM and SGLang cache prefixes without one)."""
