@@ -225,8 +225,13 @@ class EpisodeService:
         principal: str,
         transcript: list[dict[str, Any]] | None = None,
         tokens: dict[str, Any] | None = None,
+        *,
+        judge: bool = True,
     ) -> EpisodeRecord:
-        """Close the episode, judge it when a judge is configured, and store the verdict.
+        """Close the episode, judge it when a judge is configured (and `judge`), and store the verdict.
+
+        With `judge=False` the episode is closed at once, unjudged: a later `end` judges it (as `simia judge ID`
+        does), so a client that kills the process after leaving (the MCP SDK's stdio client) still finds it ended.
 
         Idempotent: ending an ended episode again with the same body (or none) answers the stored episode and judges
         nothing again. Its verdict stands: a transcript or tokens other than those stored raise `Conflict`, or an
@@ -246,7 +251,7 @@ class EpisodeService:
                     _same_end(episode, transcript, tokens)
                     transcript, tokens = episode.transcript, episode.tokens
                 verdict = episode.verdict
-                judging = self.judge is not None and verdict is None
+                judging = judge and self.judge is not None and verdict is None
                 if self.judge is not None and judging:
                     world = self.world(episode.world)
                     task = world.task(episode.task) if episode.task else None

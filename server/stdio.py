@@ -50,7 +50,7 @@ def bound_server(
 
 async def serve_stdio(app: SimiaApp, world: str, *, task: str | None = None, seed: int | None = None) -> None:
     """Open one episode of `world` on `app`'s service and serve it over stdin/stdout until the client
-    disconnects; the episode is then ended (and judged, when the app has a judge)."""
+    disconnects; the episode is then ended, and then judged when the app has a judge."""
     service = app.service
     episode = await service.create(world, task=task, seed=seed)
     print(f"simia: episode {episode.id} of world {world!r} on stdio", file=sys.stderr)
@@ -60,4 +60,7 @@ async def serve_stdio(app: SimiaApp, world: str, *, task: str | None = None, see
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
     finally:
+        # Ended first, then judged: the MCP SDK's stdio client terminates a server 2 s after closing its stdin,
+        # sooner than most judges answer; a judge cut short leaves the episode ended, unjudged (`simia judge ID`).
+        await service.end(episode.id, "", judge=False)
         await service.end(episode.id, "")
