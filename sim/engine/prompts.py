@@ -238,8 +238,54 @@ def _branch(members: dict[str, Any]) -> dict[str, Any]:
 
 def _embedded(schema: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(`schema` as the `output` member of an answer, the definitions moved to the answer's root): its
-    `#/$defs/...` and `#/definitions/...` references then resolve from the answer schema's root."""
+    `#/$defs/...` and `#/definitions/...` references then resolve from the answer schema's root.
+
+    A schema that refers into itself by another path (`#`, `#/properties/a`) moves whole into the answer's
+    definitions, as `#/$defs/simia_output` (the `output` member a reference to it), and those references are
+    rewritten to follow it: left as they were, they would name the answer envelope instead."""
     inner = {k: v for k, v in schema.items() if k not in {"$schema", "$id", "$defs", "definitions"}}
     if "type" not in inner and not {"anyOf", "oneOf", "allOf", "$ref"} & set(inner):
         inner["type"] = "object"  # the simulator accepts an object only
-    return inner, {k: schema[k] for k in ("$defs", "definitions") if k in schema}
+    defs = {k: schema[k] for k in ("$defs", "definitions") if isinstance(schema.get(k), dict)}
+    if not _refers_to_itself(schema):
+        return inner, defs
+    base = "#/$defs/" + next(n for n in ("simia_output", "simia_output_") if n not in defs.get("$defs", {}))
+    moved: dict[str, Any] = {k: _rebased(v, base) for k, v in defs.items()}
+    moved["$defs"] = {**moved.get("$defs", {}), base.rsplit("/", 1)[1]: _rebased(inner, base)}
+    return {"$ref": base}, moved
+
+
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+"""Keywords whose values are data, not schemas: a `$ref` inside them is not a reference."""
+
+
+def _own_path(ref: Any) -> bool:
+    """Whether `ref` points into its schema by a path other than its definitions."""
+    return isinstance(ref, str) and (
+        ref == "#" or (ref.startswith("#/") and not ref.startswith(("#/$defs/", "#/definitions/")))
+    )
+
+
+def _refers_to_itself(schema: Any) -> bool:
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if _own_path(node.get("$ref")):
+                return True
+            stack.extend(v for k, v in node.items() if k not in _DATA_KEYWORDS)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+def _rebased(node: Any, base: str) -> Any:
+    """A copy of `node` whose references into its own schema (`_own_path`) start at `base` instead."""
+    if isinstance(node, list):
+        return [_rebased(item, base) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: (v if k in _DATA_KEYWORDS else _rebased(v, base)) for k, v in node.items()}
+    if _own_path(node.get("$ref")):
+        out["$ref"] = base + node["$ref"][1:]
+    return out

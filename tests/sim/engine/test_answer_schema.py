@@ -149,6 +149,35 @@ def test_an_output_schemas_definitions_resolve_from_the_answers_root() -> None:
     assert not accepts(schema, {**success, "output": {"item": {"qty": 1}}})
 
 
+def test_an_output_schema_referring_into_itself_keeps_its_meaning_inside_the_answer() -> None:
+    """`#` and `#/properties/a` in an outputSchema name the tool's result, not the answer envelope around it."""
+    world = load_world(ROOT / "tool_specs" / "mock")
+    defs = {"Tag": {"type": "string", "enum": ["x", "y"]}}
+    output = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "enum": ["x", "y"]},
+            "b": {"$ref": "#/properties/a"},
+            "next": {"$ref": "#"},
+            "tag": {"$ref": "#/$defs/Tag"},
+            "note": {"const": {"$ref": "#"}},  # data, not a reference
+        },
+        "required": ["a", "b"],
+        "$defs": defs,
+    }
+    tool = world.tools[0].model_copy(update={"output_schema": output})
+    schema = answer_schema(world, tool)
+    success = {"is_error": False}
+    assert accepts(schema, {**success, "output": {"a": "x", "b": "y", "next": {"a": "y", "b": "x"}, "tag": "x"}})
+    assert not accepts(schema, {**success, "output": {"a": "x", "b": "z"}})  # b is an a
+    assert not accepts(schema, {**success, "output": {"a": "x", "b": "y", "next": {"is_error": False}}})
+    assert not accepts(schema, {**success, "output": {"a": "x", "b": "y", "tag": "z"}})
+    assert accepts(schema, {**success, "output": {"a": "x", "b": "y", "note": {"$ref": "#"}}})
+    rooted = object_rooted(schema)
+    assert accepts(rooted, {**success, "output": {"a": "x", "b": "y"}})
+    assert not accepts(rooted, {**success, "output": {"a": "x", "b": "z"}})
+
+
 @pytest.mark.parametrize(("world", "tool"), TOOLS)
 def test_openai_and_anthropic_get_an_object_at_the_root_that_still_accepts_every_valid_answer(
     world: World, tool: ToolSpec
