@@ -183,8 +183,9 @@ class McpEndpoints:
         self.service = service
         self.rewards = rewards
         self.sessions: dict[str, str] = {}  # handshake session id -> episode id (world URLs)
-        # handshake session id -> the principal that opened it (world URLs); the oldest are forgotten past the cap
-        self.owners: OrderedDict[str, str] = OrderedDict()
+        # handshake session id -> (the principal that opened it, on which world's URL); the oldest are forgotten
+        # past the cap
+        self.owners: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self.max_owners = 4 * max_sessions
         self._tools = {name: tool_list(world) for name, world in service.worlds.items()}
         schemas: dict[str, list[dict[str, Any]]] = {}
@@ -219,9 +220,9 @@ class McpEndpoints:
             del self.sessions[session]
             self.owners.pop(session, None)
 
-    def own(self, session: str, principal: str) -> None:
-        """Record that `principal` opened `session`."""
-        self.owners[session] = principal
+    def own(self, session: str, principal: str, world: str) -> None:
+        """Record that `principal` opened `session` on the URL of `world`."""
+        self.owners[session] = (principal, world)
         while len(self.owners) > self.max_owners:
             self.owners.popitem(last=False)
 
@@ -321,8 +322,8 @@ class EpisodeGate:
 
 class WorldGate:
     """In front of `/worlds/{world}/mcp`: unknown worlds 404; the 2026-07-28 era is refused (see module doc);
-    a session belongs to the principal that opened it (anyone else, or a session it no longer knows, gets a
-    404); closing a session (DELETE) ends its episode."""
+    a session belongs to the principal that opened it and to the world URL it was opened on (anyone else, another
+    world's URL, or a session it no longer knows, gets a 404); closing a session (DELETE) ends its episode."""
 
     def __init__(self, app: ASGIApp, endpoints: McpEndpoints) -> None:
         self.app = app
@@ -349,7 +350,7 @@ class WorldGate:
             return
         principal = str(scope.get("state", {}).get("principal", ""))
         session = headers.get("mcp-session-id")
-        if session and self.endpoints.owners.get(session) != principal:
+        if session and self.endpoints.owners.get(session) != (principal, world):  # another's, or another world's
             body = {"error": {"code": "not_found", "message": "no such MCP session; initialize a new one"}}
             await JSONResponse(body, status_code=404)(scope, receive, send)
             return
@@ -365,16 +366,16 @@ class WorldGate:
         if session:
             await self.app(scope, receive, send)
         else:
-            await self.app(scope, receive, self._recording(send, principal))
+            await self.app(scope, receive, self._recording(send, principal, world))
 
-    def _recording(self, send: Send, principal: str) -> Send:
-        """`send`, noting the owner of a session the SDK opens in its answer (an `initialize`)."""
+    def _recording(self, send: Send, principal: str, world: str) -> Send:
+        """`send`, noting the owner and world of a session the SDK opens in its answer (an `initialize`)."""
 
         async def recording(message: Message) -> None:
             if message["type"] == "http.response.start":
                 for name, value in message.get("headers", []):
                     if name.lower() == b"mcp-session-id":
-                        self.endpoints.own(value.decode("latin-1"), principal)
+                        self.endpoints.own(value.decode("latin-1"), principal, world)
             await send(message)
 
         return recording

@@ -104,3 +104,20 @@ async def test_a_world_url_session_belongs_to_the_principal_that_opened_it(make_
     assert closed_by_bob.status_code == 404
     assert _result(still_mine)["result"]["_meta"]["simia/episode"] == episode_id
     assert episode["status"] == "active"
+
+
+async def test_a_world_url_session_belongs_to_the_world_it_was_opened_on(make_server: Any) -> None:
+    """A session opened on the mock world's URL is unknown on retail's: reused there it would list retail's tools
+    but call the mock episode's, and a DELETE there would end the mock episode."""
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    async with make_server(SETTINGS) as server, httpx.AsyncClient(base_url=server.url) as http:
+        session = await _open_session(http, "/worlds/mock/mcp", ALICE)
+        mine = _result(await http.post("/worlds/mock/mcp", json=listing, headers={**MCP, **session, **ALICE}))
+        episode_id = mine["result"]["_meta"]["simia/episode"]
+        elsewhere = await http.post("/worlds/retail/mcp", json=listing, headers={**MCP, **session, **ALICE})
+        closed_elsewhere = await http.delete("/worlds/retail/mcp", headers={**MCP, **session, **ALICE})
+        episode = (await _detail(http, episode_id, ALICE)).json()
+    assert elsewhere.status_code == 404 and elsewhere.json() == {
+        "error": {"code": "not_found", "message": "no such MCP session; initialize a new one"}
+    }
+    assert closed_elsewhere.status_code == 404 and episode["status"] == "active"
