@@ -18,10 +18,22 @@ from pydantic_core import to_json
 
 from .verdict import Verdict
 
-__all__ = ["BUDGET_CODES", "EpisodeRecord", "EventRecord", "PastCall", "Progress", "StatePath", "result_text"]
+__all__ = [
+    "BUDGET_CODES",
+    "REFUSED_ARGUMENTS",
+    "EpisodeRecord",
+    "EventRecord",
+    "PastCall",
+    "Progress",
+    "StatePath",
+    "result_text",
+]
 
 BUDGET_CODES = frozenset({"budget_calls", "budget_tokens"})
 """The error codes of a call an episode's budget refused: such a call never ran, so it is not a call."""
+REFUSED_ARGUMENTS = "simia/refused_arguments"
+"""The one member of a refused call's stored arguments when they could not be kept (over the size or depth limit,
+NaN): a note of what was refused stands for them."""
 
 
 _unicode_json = json.JSONEncoder(ensure_ascii=False).encode

@@ -14,9 +14,10 @@ Formats:
 An episode whose verdict is masked (`Verdict.training_reward()` is None: a judge error, an infrastructure
 failure, a fabricated transcript) never becomes a record unless asked for (`include_masked`, `--include-masked`:
 then `rl` rows carry it with `masked: true` and a null reward); it is reported as skipped with why. A record
-whose tool calls break the tool's `inputSchema`, call a tool the world lacks, or do not pair with their results,
-or whose client transcript claims tool calls or results the server never produced, is reported with its reasons
-and skipped, never silently written (`rl` rows keep fabricated ones when masked ones are included).
+whose tool calls do not pair with their results, or whose client transcript claims tool calls or results the
+server never produced, is reported with its reasons and skipped, never silently written (`rl` rows keep fabricated
+ones when masked ones are included); so is an SFT record whose tool calls break the tool's `inputSchema` or call a
+tool the world lacks (an `rl` row keeps them: they are the agent's mistakes, which its reward judges).
 
 Each record is built from the world as it was served to its episode, read from the database
 (`simia.sim.storage.EpisodeWorlds`): a world folder is needed only for episodes logged before the database kept
@@ -115,10 +116,11 @@ def turn_rewards(
 def check_transcript(
     world: World, transcript: list[dict[str, Any]], events: list[EventRecord] | None = None, *, sft: bool = True
 ) -> list[str]:
-    """Why a transcript is unfit for training (empty when it is fit): tool calls that do not fit the world's
-    tools or do not pair with results, results or calls the server never produced (when its `events` are
-    given), and for SFT formats no assistant turn to learn from."""
-    problems = check_tool_calls(transcript, {t.name: t for t in world.tools})
+    """Why a transcript is unfit for training (empty when it is fit): tool calls that do not pair with results,
+    results or calls the server never produced (when its `events` are given), and for SFT formats tool calls that
+    do not fit the world's tools and no assistant turn to learn from (RL keeps an agent's bad calls: its reward
+    judges them)."""
+    problems = check_tool_calls(transcript, {t.name: t for t in world.tools}, fit=sft)
     if events is not None:
         calls = recorded_calls(events)
         problems += [f"fabricated: {claim}" for claim in fabricated_claims(transcript, calls)]

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from ..backends import Backend, CompletionRequest, Usage
 from ..errors import BackendError, BackendOutputError, StateError
-from ..records import PastCall, result_text
+from ..records import REFUSED_ARGUMENTS, PastCall, result_text
 from ..schema import non_finite_path, validate_instance
 from ..storage import ResponseCache, cache_key
 from ..world import State, ToolSpec, World, apply_patch, as_state, compact_json
@@ -111,11 +111,11 @@ def _recordable(call: ToolCall, max_argument_bytes: int) -> ToolCall:
     except ValueError:
         size = -1
     if non_finite_path(call.arguments) is not None:
-        return ToolCall(_shown(call.tool), {"simia/refused_arguments": "NaN or Infinity, which JSON does not have"})
+        return ToolCall(_shown(call.tool), {REFUSED_ARGUMENTS: "NaN or Infinity, which JSON does not have"})
     if 0 <= size <= max_argument_bytes:
         return ToolCall(_shown(call.tool), call.arguments)
     note = f"{size} bytes" if size >= 0 else "not storable (too deep or invalid Unicode)"
-    return ToolCall(_shown(call.tool), {"simia/refused_arguments": note})
+    return ToolCall(_shown(call.tool), {REFUSED_ARGUMENTS: note})
 
 
 MAX_ARGUMENT_DEPTH = 32

@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from ..records import REFUSED_ARGUMENTS
 from ..schema import validate_instance
 from .model import World
 
@@ -72,10 +73,15 @@ def world_card(world: World) -> str:
     )
 
 
-def check_tool_calls(messages: Sequence[Mapping[str, Any]], tools: Mapping[str, ToolLike]) -> list[str]:
+def check_tool_calls(
+    messages: Sequence[Mapping[str, Any]], tools: Mapping[str, ToolLike], *, fit: bool = True
+) -> list[str]:
     """Problems that make a transcript unfit for training (empty when it is fine): calls to unknown tools,
-    arguments that are not JSON or break the tool's inputSchema, calls without ids, and calls and results
-    that do not pair."""
+    arguments that are not JSON or break the tool's inputSchema, or that the server refused and did not keep
+    (`REFUSED_ARGUMENTS`), calls without ids, and calls and results that do not pair.
+
+    With `fit=False` a call need not fit the tools (an unknown tool, arguments the tool refuses): RL data keeps
+    the agent's mistakes, which its reward judges; the transcript must still be well formed."""
     problems = []
     pending: dict[str, str] = {}
     for i, message in enumerate(messages):
@@ -88,7 +94,11 @@ def check_tool_calls(messages: Sequence[Mapping[str, Any]], tools: Mapping[str, 
                 problems.append(f"message {i}: arguments of {name} are not valid JSON ({exc.msg})")
                 continue
             tool = tools.get(str(name))
-            if tool is None:
+            if isinstance(args, Mapping) and REFUSED_ARGUMENTS in args:
+                problems.append(f"message {i}: the server refused the arguments of {name} ({args[REFUSED_ARGUMENTS]})")
+            elif not fit:
+                pass
+            elif tool is None:
                 problems.append(f"message {i}: calls {name!r}, which is not in tools")
             else:
                 problems += [

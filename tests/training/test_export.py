@@ -192,3 +192,36 @@ async def test_rl_rows_carry_each_assistant_turns_shaped_reward_beside_the_uncha
     assert checked["progress"] == {"start": 0.25, "end": 1.0, "gamma": 1.0}
     assert sum(checked["step_rewards"]) == checked["progress"]["end"] - checked["progress"]["start"]
     assert (rows[None]["step_rewards"], rows[None]["progress"]) == (None, None)
+
+
+async def test_rl_keeps_an_agents_bad_calls_that_the_sft_formats_leave_out(tmp_path: Path) -> None:
+    """A call with arguments the tool refuses, or to a tool the world lacks, is the agent's mistake: RL data keeps
+    it beside its reward; SFT data must not teach it. Arguments the server did not keep (over its limits) are
+    named as such, not checked against the schema as if the agent had sent simia's note."""
+    db = tmp_path / "s.db"
+    service = EpisodeService(
+        WORLDS, Simulator(FunctionBackend(mock_world_answer)), open_store(db), ServerSettings(), judge=Judge(None)
+    )
+    clumsy = await service.create("mock", task="restock_milk")
+    await service.call(clumsy.id, "", "get_item", {"name": 5})
+    await service.call(clumsy.id, "", "launch_rocket", {})
+    await service.call(clumsy.id, "", "set_quantity", {"name": "milk", "qty": 4})
+    await service.end(clumsy.id, "")
+    huge = await service.create("mock", task="restock_milk")
+    await service.call(huge.id, "", "get_item", {"name": "x" * 2_000_000})
+    await service.end(huge.id, "")
+    await service.store.close()
+
+    sft = await export(db, "openai", tmp_path / "sft.jsonl", WORLDS)
+    rl = await export(db, "rl", tmp_path / "rl.jsonl", WORLDS)
+    rows = [json.loads(line) for line in (tmp_path / "rl.jsonl").read_text().splitlines()]
+    skipped = {s["episode"]: s["problems"] for s in sft.skipped}
+    assert sft.written == 0 and skipped[clumsy.id] == [
+        'message 2: get_item arguments break its inputSchema: $.name: 5 is not of type "string"',
+        "message 4: calls 'launch_rocket', which is not in tools",
+    ]
+    assert [p.split(" (")[0] for p in skipped[huge.id]] == ["message 2: the server refused the arguments of get_item"]
+    assert [r["episode_id"] for r in rows] == [clumsy.id] and rows[0]["reward"] == 1
+    calls = [c["function"]["name"] for m in rows[0]["messages"] for c in m.get("tool_calls") or []]
+    assert calls == ["get_item", "launch_rocket", "set_quantity"]
+    assert rl.skipped == [{"episode": huge.id, "problems": skipped[huge.id]}]
