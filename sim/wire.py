@@ -133,8 +133,11 @@ def _message_problem(message: dict[str, Any]) -> str:
     """What makes `message` no OpenAI chat message (empty when it is one): the shapes the judge and the exports
     read, so that a stored transcript never breaks them later. NaN and Infinity are refused too: JSON has
     neither, and the store would keep them as null."""
-    if not isinstance(message.get("role"), str):
+    role = message.get("role")
+    if not isinstance(role, str):
         return " needs a string 'role'"
+    if role not in _ROLES:
+        return f".role is {_short(role)}; a role is one of {', '.join(_ROLES)}"
     content = message.get("content")
     if not (content is None or isinstance(content, str) or _all(content, dict)):
         return ".content must be a string, a list of content parts (objects) or null"
@@ -155,6 +158,14 @@ def _message_problem(message: dict[str, Any]) -> str:
     if not _finite(message):
         return " holds NaN or Infinity, which JSON does not have"
     return ""
+
+
+_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+"""The roles of OpenAI chat messages."""
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:40] + "...")
 
 
 def _all(value: Any, kind: type) -> bool:

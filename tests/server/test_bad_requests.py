@@ -123,6 +123,13 @@ BAD = [
     ("POST", "/v1/episodes/{id}/end", message(content=5), 400, "transcript[0].content must be a string, a list"),
     ("POST", "/v1/episodes/{id}/end", message(content=[1]), 400, "transcript[0].content must be a string, a list"),
     ("POST", "/v1/episodes/{id}/end", {"transcript": [{"role": 1}]}, 400, "transcript[0] needs a string 'role'"),
+    (
+        "POST",
+        "/v1/episodes/{id}/end",
+        {"transcript": [{"role": "user", "content": "hi"}, {"role": "bogus"}]},
+        400,
+        "transcript[1].role is 'bogus'; a role is one of system, developer, user, assistant, tool, function",
+    ),
     # bodies that are not JSON at all
     ("POST", "/v1/episodes", b'{"world": "caf\xe9"}', 400, "request body is not valid JSON"),
     ("POST", "/v1/episodes", b"\xff\xfe\x00", 400, "request body is not valid JSON"),
