@@ -247,8 +247,10 @@ def load_world_set(args: argparse.Namespace, *, quiet: bool = False) -> dict[str
             print(f"warning: no world in {path!r} (a world is a folder with world.yaml)", file=sys.stderr)
         for error in report.errors:
             where = f" ({error.source})" if error.source else ""
+            first = f": {error.issues[0].message}" if error.issues else ""
+            more = f" (and {len(error.issues) - 1} more)" if len(error.issues) > 1 else ""
             print(
-                f"warning: skipped invalid world {error.world!r}{where}; run `simia validate` for details",
+                f"warning: skipped invalid world {error.world!r}{where}{first}{more}; run `simia validate` for details",
                 file=sys.stderr,
             )
     return dict(report.worlds)

@@ -22,7 +22,7 @@ class Perturbation(BaseModel):
     """How often, and with which faults, an episode's calls are perturbed (world.yaml `simulator.perturbation`,
     or `"perturbation"` when an episode is created, which overrides the world's)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     rate: float = Field(ge=0.0, le=1.0, description="Share of calls that get a fault.")
     kinds: list[FaultKind] = Field(default_factory=lambda: list(KINDS), min_length=1)

@@ -594,6 +594,7 @@ def load_worlds(paths: Iterable[str | Path]) -> LoadReport:
                                 "world names must be unique across worlds dirs",
                             )
                         ],
+                        source=str(folder),
                     )
                 )
                 continue

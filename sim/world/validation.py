@@ -210,11 +210,12 @@ def read_yaml(path: Path, issues: IssueCollector) -> Any:
 
 
 def read_text(path: Path, issues: IssueCollector, kind: str) -> str | None:
-    """A text file as UTF-8; None (and an issue naming the file) when it cannot be read."""
+    """A text file as UTF-8 (a leading byte-order mark, which Windows editors write, left out); None (and an issue
+    naming the file) when it cannot be read."""
     if outside_folder(path, issues):
         return None
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         issues.add(str(path), "$", f"not UTF-8 text (byte {exc.start})", f"save the {kind} as UTF-8")
     except OSError as exc:
@@ -226,7 +227,7 @@ def read_json(path: Path, issues: IssueCollector) -> Any:
     if outside_folder(path, issues):
         return None
     try:
-        return strict_json(path.read_text(encoding="utf-8"))
+        return strict_json(path.read_text(encoding="utf-8-sig"))  # a leading byte-order mark left out, as YAML does
     except NotPlainJson as exc:
         issues.add(str(path), "$", str(exc), exc.hint)
     except json.JSONDecodeError as exc:

@@ -279,7 +279,21 @@ def test_a_world_whose_files_are_not_utf8_is_skipped_and_named(junk: Path, capsy
     code, err = run(["serve", "--backend", OK, "--worlds-dir", "worlds"], capsys)
     assert code == 2
     assert err.splitlines() == [
-        "warning: skipped invalid world 'mock' (worlds/mock); run `simia validate` for details",
+        "warning: skipped invalid world 'mock' (worlds/mock): not UTF-8 text (byte 0); run `simia validate` for details",
         "error: no valid worlds to serve; pass --worlds-dir DIR (a folder of world folders)",
     ]
     assert snapshot(junk) == before
+
+
+def test_a_world_whose_name_another_took_is_skipped_and_named_by_its_folder(
+    junk: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    worlds = junk / "worlds"
+    shutil.copytree(MOCK, worlds / "a_mock")
+    shutil.copytree(MOCK, worlds / "b_copy")
+    code, err = run(["worlds", "--worlds-dir", "worlds"], capsys)
+    assert code == 0
+    assert err.splitlines() == [
+        "warning: skipped invalid world 'mock' (worlds/b_copy): world name 'mock' is already used by worlds/a_mock; "
+        "run `simia validate` for details"
+    ]

@@ -41,6 +41,13 @@ BAD = [
     ("POST", "/v1/episodes", {"world": "mock", "seed": "12"}, 400, "field 'seed' must be an integer, got string"),
     ("POST", "/v1/episodes", {"world": "mock", "seed": 1.0}, 400, "field 'seed' must be an integer, got number"),
     ("POST", "/v1/episodes", {"world": "mock", "task": 5}, 400, "field 'task' must be a string, got integer"),
+    (
+        "POST",
+        "/v1/episodes",
+        b'{"world": "mock", "perturbation": {"rate": NaN}}',
+        400,
+        "must be a finite number (JSON has no NaN or Infinity)",
+    ),
     ("POST", "/v1/episodes", {"world": ["mock"]}, 400, "field 'world' must be a string, got array"),
     ("POST", "/v1/episodes/{id}/fork", {"step": "0"}, 400, "field 'step' must be an integer, got string"),
     ("POST", "/v1/episodes/{id}/fork", {"step": 0.0}, 400, "field 'step' must be an integer, got number"),

@@ -182,6 +182,25 @@ def test_files_that_are_not_utf8_fail_only_their_own_world(tmp_path: Path) -> No
     }
 
 
+def test_a_byte_order_mark_at_the_start_of_a_worlds_files_is_read_past(tmp_path: Path) -> None:
+    """Windows editors save UTF-8 with a leading BOM: world.yaml was read past it, the JSON files and the
+    policy were refused ("Unexpected UTF-8 BOM (decode using utf-8-sig)")."""
+    folder = _copy_mock(tmp_path, "bom", "mock")
+    raw = yaml.safe_load((folder / "world.yaml").read_text(encoding="utf-8"))
+    policy = raw.pop("policy")
+    (folder / "world.yaml").write_text(yaml.safe_dump(raw))
+    (folder / "policy.md").write_text(policy)
+    for name in ("world.yaml", "state.json", "tasks.jsonl", "policy.md"):
+        (folder / name).write_bytes(b"\xef\xbb\xbf" + (folder / name).read_bytes())
+    world = load_world(folder)
+    plain = load_world(WORLDS / "mock")
+    assert (world.initial_state, world.tasks, world.policy.strip()) == (
+        plain.initial_state,
+        plain.tasks,
+        plain.policy.strip(),
+    )
+
+
 @pytest.mark.parametrize("name", ["c d/e", "a/b", "-lead", "x" * 65, "caf\u00e9"])
 def test_world_names_must_be_url_safe(tmp_path: Path, name: str) -> None:
     folder = _copy_mock(tmp_path, "w", json.dumps(name))
