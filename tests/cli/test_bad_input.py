@@ -279,7 +279,8 @@ def test_a_world_whose_files_are_not_utf8_is_skipped_and_named(junk: Path, capsy
     code, err = run(["serve", "--backend", OK, "--worlds-dir", "worlds"], capsys)
     assert code == 2
     assert err.splitlines() == [
-        "warning: skipped invalid world 'mock' (worlds/mock): not UTF-8 text (byte 0); run `simia validate` for details",
+        "warning: skipped invalid world 'mock' (worlds/mock): not UTF-8 text (byte 0); "
+        "run `simia validate` for details",
         "error: no valid worlds to serve; pass --worlds-dir DIR (a folder of world folders)",
     ]
     assert snapshot(junk) == before
