@@ -250,13 +250,15 @@ def _embedded(schema: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     if not _refers_to_itself(schema):
         return inner, defs
     base = "#/$defs/" + next(n for n in ("simia_output", "simia_output_") if n not in defs.get("$defs", {}))
-    moved: dict[str, Any] = {k: _rebased(v, base) for k, v in defs.items()}
+    moved: dict[str, Any] = {k: _rebased(v, base, names=True) for k, v in defs.items()}
     moved["$defs"] = {**moved.get("$defs", {}), base.rsplit("/", 1)[1]: _rebased(inner, base)}
     return {"$ref": base}, moved
 
 
 _DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
 """Keywords whose values are data, not schemas: a `$ref` inside them is not a reference."""
+_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+"""Keywords whose values map names to schemas: a property named `enum` there is a schema like any other."""
 
 
 def _own_path(ref: Any) -> bool:
@@ -266,26 +268,44 @@ def _own_path(ref: Any) -> bool:
     )
 
 
+def _children(node: dict[str, Any], names: bool) -> list[tuple[str, Any, bool]]:
+    """(key, value, whether the value maps names to schemas) of a schema's members that hold schemas, or of every
+    member of a map of names (`names`)."""
+    if names:
+        return [(k, v, False) for k, v in node.items()]
+    return [(k, v, k in _NAME_MAPS) for k, v in node.items() if k not in _DATA_KEYWORDS]
+
+
 def _refers_to_itself(schema: Any) -> bool:
-    stack = [schema]
+    stack: list[tuple[Any, bool]] = [(schema, False)]
     while stack:
-        node = stack.pop()
+        node, names = stack.pop()
         if isinstance(node, dict):
-            if _own_path(node.get("$ref")):
+            if not names and _own_path(node.get("$ref")):
                 return True
-            stack.extend(v for k, v in node.items() if k not in _DATA_KEYWORDS)
+            stack.extend((v, inner) for _, v, inner in _children(node, names))
         elif isinstance(node, list):
-            stack.extend(node)
+            stack.extend((item, False) for item in node)
     return False
 
 
-def _rebased(node: Any, base: str) -> Any:
-    """A copy of `node` whose references into its own schema (`_own_path`) start at `base` instead."""
-    if isinstance(node, list):
-        return [_rebased(item, base) for item in node]
-    if not isinstance(node, dict):
-        return node
-    out = {k: (v if k in _DATA_KEYWORDS else _rebased(v, base)) for k, v in node.items()}
-    if _own_path(node.get("$ref")):
-        out["$ref"] = base + node["$ref"][1:]
-    return out
+def _rebased(node: Any, base: str, *, names: bool = False) -> Any:
+    """A copy of `node` (a schema, or with `names` a map of names to schemas) whose references into its own schema
+    (`_own_path`) start at `base` instead (walked without recursion: a schema nests as deep as its file)."""
+    holder: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any, bool]] = [(node, holder, 0, names)]
+    while stack:
+        value, parent, key, names = stack.pop()
+        if isinstance(value, dict):
+            parent[key] = copy = dict(value)  # data members as they are; the others replaced below
+            for k, v, inner in _children(value, names):
+                if not names and k == "$ref" and _own_path(v):
+                    copy[k] = base + v[1:]
+                else:
+                    stack.append((v, copy, k, inner))
+        elif isinstance(value, list):
+            parent[key] = items = list(value)
+            stack.extend((v, items, i, False) for i, v in enumerate(value))
+        else:
+            parent[key] = value
+    return holder[0]

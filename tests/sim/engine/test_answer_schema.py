@@ -161,6 +161,7 @@ def test_an_output_schema_referring_into_itself_keeps_its_meaning_inside_the_ans
             "next": {"$ref": "#"},
             "tag": {"$ref": "#/$defs/Tag"},
             "note": {"const": {"$ref": "#"}},  # data, not a reference
+            "enum": {"$ref": "#/properties/a"},  # a property named like a keyword is a schema
         },
         "required": ["a", "b"],
         "$defs": defs,
@@ -172,6 +173,7 @@ def test_an_output_schema_referring_into_itself_keeps_its_meaning_inside_the_ans
     assert not accepts(schema, {**success, "output": {"a": "x", "b": "z"}})  # b is an a
     assert not accepts(schema, {**success, "output": {"a": "x", "b": "y", "next": {"is_error": False}}})
     assert not accepts(schema, {**success, "output": {"a": "x", "b": "y", "tag": "z"}})
+    assert not accepts(schema, {**success, "output": {"a": "x", "b": "y", "enum": "z"}})
     assert accepts(schema, {**success, "output": {"a": "x", "b": "y", "note": {"$ref": "#"}}})
     rooted = object_rooted(schema)
     assert accepts(rooted, {**success, "output": {"a": "x", "b": "y"}})
