@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -68,8 +69,47 @@ def load_spec(path: str | Path, *, max_bytes: int = MAX_SPEC_BYTES) -> dict[str,
     return data
 
 
+_BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # a safe loader (C when built, else Python)
+_SCALARS = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+class _Yaml12Loader(_BASE_LOADER):  # type: ignore[misc]
+    """The safe loader with YAML 1.2's core schema for plain scalars, as OpenAPI 3 documents are written: only
+    `true`/`false` are booleans and numbers are decimal, `0o` octal or `0x` hex. PyYAML reads YAML 1.1, where
+    `NO` (Norway), `on`, `yes` and `off` are booleans and `012` is octal: an `enum: [NO, SE]` became `[false, "SE"]`
+    and a parameter named `on` a boolean."""
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _SCALARS]
+    for first, resolvers in _BASE_LOADER.yaml_implicit_resolvers.items()
+}
+_Yaml12Loader.add_implicit_resolver(_SCALARS[0], re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_Yaml12Loader.add_implicit_resolver(
+    _SCALARS[1], re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789")
+)
+
+
+def _int12(loader: Any, node: Any) -> int:
+    """A YAML 1.2 integer: decimal (`012` is twelve), `0o` octal or `0x` hex."""
+    text = str(loader.construct_scalar(node))
+    if text.startswith(("0o", "0x")):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    return int(text, 10)
+
+
+_Yaml12Loader.add_constructor(_SCALARS[1], _int12)
+_Yaml12Loader.add_implicit_resolver(
+    _SCALARS[2],
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
+
+
 def parse_document(raw: bytes, where: str) -> Any:
-    """YAML or JSON bytes as JSON data.
+    """YAML or JSON bytes as JSON data (YAML read by its 1.2 core schema, as OpenAPI 3 requires).
 
     Raises:
         ImportSourceError: not UTF-8, not YAML or JSON, or expanding past `MAX_NODES` values.
@@ -83,9 +123,8 @@ def parse_document(raw: bytes, where: str) -> Any:
             return json.loads(text)
         except json.JSONDecodeError:
             pass  # YAML flow style also starts with a brace
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load(text, Loader=loader)  # a safe loader (C or pure Python)
+        data = yaml.load(text, Loader=_Yaml12Loader)  # a safe loader, with YAML 1.2 scalars
     except yaml.MarkedYAMLError as exc:
         line = f" (line {exc.problem_mark.line + 1})" if exc.problem_mark else ""
         raise ImportSourceError(f"{where} is not YAML or JSON: {exc.problem}{line}") from None

@@ -497,3 +497,38 @@ paths:
         )
         in world.report
     )
+
+
+YAML_12 = """
+openapi: 3.1.0
+info: {title: Nordic shop, version: "1"}
+paths:
+  /ship:
+    get:
+      operationId: ship
+      parameters:
+        - {name: country, in: query, required: true, schema: {type: string, enum: [NO, SE, DK]}}
+        - {name: on, in: query, schema: {type: string, enum: [yes, no]}}
+        - {name: code, in: query, schema: {type: integer, enum: [012, 0x1F]}}
+      responses:
+        "200":
+          description: ok
+          content:
+            application/json:
+              schema: {type: object, properties: {on: {type: boolean}, off: {type: string, default: off}}}
+"""
+
+
+def test_a_yaml_description_is_read_by_yaml_12s_core_schema_as_openapi_3_requires(tmp_path: Path) -> None:
+    """YAML 1.1 (PyYAML's) reads NO, yes, on and off as booleans and 012 as octal: Norway's code became false,
+    a parameter named `on` a boolean key, and an enum of yes/no one that no string satisfies."""
+    tool = by_name(imported(tmp_path, YAML_12))["ship"]
+    assert tool["inputSchema"]["properties"] == {
+        "country": {"type": "string", "enum": ["NO", "SE", "DK"]},
+        "on": {"type": "string", "enum": ["yes", "no"]},
+        "code": {"type": "integer", "enum": [12, 31]},
+    }
+    assert tool["outputSchema"]["properties"] == {
+        "on": {"type": "boolean"},
+        "off": {"type": "string", "default": "off"},
+    }
