@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from simia.sim.perturbation import Perturbation
 from simia.sim.records import EpisodeRecord, EventRecord
-from simia.sim.verdict import ProgressStep, Verdict
+from simia.sim.verdict import ProgressStep, Verdict, masked_why
 from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND, META_INJECTED, META_SEQ
 from simia.sim.world import openai_tool_call
 from starlette.requests import Request
@@ -182,16 +182,6 @@ def tool_output(event: EventRecord, episode_id: str, step: ProgressStep | None =
 
 def verdict_json(verdict: Verdict | None) -> dict[str, Any] | None:
     return verdict.as_json() if verdict is not None else None
-
-
-def masked_why(verdict: Verdict | None) -> str:
-    if verdict is None:
-        return "the episode has no verdict (the server has no judge)"
-    if verdict.status != "ok":
-        return f"the verdict is {verdict.status}"
-    if verdict.infra_failures:
-        return f"{verdict.infra_failures} call(s) failed for infrastructure reasons"
-    return "the transcript claims calls or results the server never produced"
 
 
 def verdict_output(episode: EpisodeRecord) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from simia.sim.errors import SimiaError, StoreUnavailable
 from simia.sim.perturbation import Perturbation
 from simia.sim.records import EpisodeRecord
-from simia.sim.verdict import Verdict
+from simia.sim.verdict import masked_why
 from simia.sim.wire import EndEpisode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -145,17 +145,6 @@ class NemoGym:
         finally:
             if not lock.locked() and self._locks.get(episode_id) is lock:
                 del self._locks[episode_id]
-
-
-def masked_why(verdict: Verdict | None) -> str:
-    """Why a verdict has no training reward (`Verdict.training_reward` is None), in a few words."""
-    if verdict is None:
-        return "the server has no judge"
-    if verdict.status != "ok" or verdict.reward is None:
-        return f"{verdict.status}: {'; '.join(verdict.reasons[-2:])}"
-    if verdict.infra_failures:
-        return f"{verdict.infra_failures} call(s) failed for infrastructure reasons"
-    return "the transcript claims what the server never ran: " + "; ".join(verdict.transcript_mismatches[:2])
 
 
 def response_transcript(params: dict[str, Any], response: dict[str, Any]) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ __all__ = [
     "RuleCheck",
     "Verdict",
     "VerdictStatus",
+    "masked_why",
     "outcome",
     "tally",
 ]
@@ -248,9 +249,32 @@ class Verdict(_Model):
             return "tool failure"
         return None
 
+    def mask_detail(self) -> str | None:
+        """`mask_reason` with what the verdict says of it (the judge's last reasons, the calls that failed, the
+        transcript's mismatches), for an answer to the client whose reward is withheld; None when its reward is
+        usable."""
+        reason = self.mask_reason()
+        if reason is None:
+            return None
+        if reason == "infrastructure failure":
+            detail = [f"{self.infra_failures} call(s) failed for infrastructure reasons"]
+        elif reason == "fabricated tool calls":
+            detail = self.transcript_mismatches[:2] or ["the transcript claims calls or results the server never ran"]
+        else:
+            detail = self.reasons[-2:]
+        return f"{reason}: {'; '.join(detail)}" if detail else reason
+
     def as_json(self) -> dict[str, Any]:
         """The verdict as stored and sent (JSON-ready)."""
         return self.model_dump(mode="json")
+
+
+def masked_why(verdict: Verdict | None) -> str:
+    """Why an episode's reward is withheld, in a few words (`Verdict.mask_detail`): what the trainer protocols
+    answer a client whose reward is masked."""
+    if verdict is None:
+        return "the episode has no verdict (the server has no judge)"
+    return verdict.mask_detail() or "its reward is usable"
 
 
 OutcomeKind = Literal["rewarded", "unrewarded", "masked"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simia.sim.verdict import Outcome, Verdict, outcome, tally
+from simia.sim.verdict import Outcome, Verdict, masked_why, outcome, tally
 
 
 def test_each_verdict_has_one_outcome_and_a_masked_one_says_why() -> None:
@@ -33,3 +33,28 @@ def test_a_tally_counts_each_outcome_and_the_reasons_of_the_masked() -> None:
     outcomes = [outcome(Verdict(reward=1)), outcome(None), outcome(Verdict(status="judge_error")), outcome(None)]
     assert tally(outcomes) == "rewarded 1  unrewarded 0  masked 3 (judge error 1, not judged 2)"
     assert tally([]) == "rewarded 0  unrewarded 0  masked 0"
+
+
+def test_a_withheld_reward_is_explained_by_its_own_cause() -> None:
+    """What the trainer protocols answer for a masked reward: a user or tool failure is not called fabricated
+    (both protocols once fell through to that for any cause they did not name)."""
+    verdicts = [
+        Verdict(reward=0, failed_by="user", reasons=["the rule failed", "the simulated user left early"]),
+        Verdict(reward=0, failed_by="tool", reasons=["the tool returned nonsense"]),
+        Verdict(reward=1, fabricated=True, transcript_mismatches=["call 2 get_item never ran"]),
+        Verdict(reward=1, fabricated=True),
+        Verdict(reward=0, infra_failures=2),
+        Verdict(status="judge_error", reasons=["judge backend down"]),
+        None,
+        Verdict(reward=1, reasons=["done"]),
+    ]
+    assert [masked_why(v) for v in verdicts] == [
+        "user failure: the rule failed; the simulated user left early",
+        "tool failure: the tool returned nonsense",
+        "fabricated tool calls: call 2 get_item never ran",
+        "fabricated tool calls: the transcript claims calls or results the server never ran",
+        "infrastructure failure: 2 call(s) failed for infrastructure reasons",
+        "judge error: judge backend down",
+        "the episode has no verdict (the server has no judge)",
+        "its reward is usable",
+    ]
