@@ -25,11 +25,11 @@ from typing import Any
 from simia.sim.engine import Simulator, Step, ToolCall
 from simia.sim.errors import StoreConflict
 from simia.sim.perturbation import PRE_CALL
-from simia.sim.records import EpisodeRecord, EventRecord
+from simia.sim.records import REFUSED_ARGUMENTS, EpisodeRecord, EventRecord
 from simia.sim.storage import Store
 from simia.sim.world import World, compact_json
 
-from .errors import ApiError, Conflict, NotFound, Overloaded
+from .errors import ApiError, BadRequest, Conflict, NotFound, Overloaded
 from .injection import draw_fault, injected, perturbed
 from .live import LiveEpisode, LiveEpisodes
 from .metrics import Metrics
@@ -146,6 +146,11 @@ class CallPipeline:
             raise Conflict(f"episode {episode_id} is {episode.status}; start a new one with POST /v1/episodes")
         previous = entry.retried(request_key) if request_key is not None else None
         if previous is not None:
+            if not _same_call(previous, tool, arguments):  # a client's request id used again for another call
+                raise BadRequest(
+                    f"this request id was used for another call of the episode ({_shown_name(previous.tool)}, "
+                    f"call {previous.seq}); give each call its own request id"
+                )
             return episode.world, previous
         world = self.world(episode.world)
         budget = _budget_problem(episode, self.settings)
@@ -264,6 +269,18 @@ def _budget_problem(episode: EpisodeRecord, s: ServerSettings) -> tuple[str, str
             "no more calls are accepted."
         )
     return None
+
+
+def _same_call(event: EventRecord, tool: str, arguments: dict[str, Any]) -> bool:
+    """Whether `event` records this call: its tool and arguments as stored (a name cut to 64 characters and
+    arguments over the limits stored as a note, `REFUSED_ARGUMENTS`, compare by what was kept)."""
+    if event.tool != tool and not (event.tool.endswith("...") and tool.startswith(event.tool[:-3])):
+        return False
+    return REFUSED_ARGUMENTS in event.arguments or event.arguments == arguments
+
+
+def _shown_name(name: str) -> str:
+    return repr(name if len(name) <= 64 else name[:64] + "...")
 
 
 def _event_of(step: Step, request_key: str | None) -> EventRecord:

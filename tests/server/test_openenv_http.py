@@ -40,3 +40,25 @@ async def test_a_call_on_an_ended_episode_is_a_409_that_says_to_reset(make_serve
         "message": f"episode {episode_id} is ended; POST /openenv/mock/reset starts a new one",
     }
     assert detail["steps"] == 0
+
+
+async def test_a_request_id_used_again_for_another_call_is_refused_not_answered_with_the_first(
+    make_server: Any,
+) -> None:
+    """The same `request_id` with the same call is a retry (its committed answer, one event); with another call it
+    is the client's bug: answered with the first call's result, the second call would silently never run."""
+    write = {"type": "call_tool", "tool_name": "set_quantity", "arguments": {"name": "milk", "qty": 4}}
+    async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
+        episode_id = (await http.post("/openenv/mock/reset", json={})).json()["observation"]["episode_id"]
+        body = {"episode_id": episode_id, "request_id": "r1"}
+        first = await http.post("/openenv/mock/step", json={**body, "action": write})
+        retried = await http.post("/openenv/mock/step", json={**body, "action": write})
+        other = await http.post("/openenv/mock/step", json={**body, "action": STEP})
+        detail = (await http.get(f"/v1/episodes/{episode_id}")).json()
+    assert first.json() == retried.json()
+    assert other.status_code == 400
+    assert other.json()["error"]["message"] == (
+        "this request id was used for another call of the episode ('set_quantity', call 1); "
+        "give each call its own request id"
+    )
+    assert [e["tool"] for e in detail["events"]] == ["set_quantity"]
