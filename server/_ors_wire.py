@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from simia.sim.perturbation import Perturbation
 from simia.sim.records import EpisodeRecord, EventRecord
 from simia.sim.verdict import ProgressStep, Verdict, masked_why
-from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND, META_INJECTED, META_SEQ
+from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND, META_INJECTED, META_SEQ, Seed
 from simia.sim.world import openai_tool_call
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -78,7 +78,7 @@ class TaskSpec(Body):
     instruction: str | None = None
     user_hidden: str | None = None
     split: str | None = None
-    seed: int | None = None
+    seed: Seed | None = None
     perturbation: Perturbation | None = None
     group: str | None = Field(default=None, min_length=1, max_length=256)
     fork: str | None = Field(default=None, min_length=1)

@@ -27,7 +27,7 @@ from simia.sim.errors import SimiaError, StoreUnavailable
 from simia.sim.perturbation import Perturbation
 from simia.sim.records import EpisodeRecord
 from simia.sim.verdict import masked_why
-from simia.sim.wire import EndEpisode
+from simia.sim.wire import EndEpisode, Seed
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, Router
@@ -59,7 +59,7 @@ class SeedSession(BaseModel):
         description="The Responses-API request of the rollout (its `input` and `instructions` open the transcript)."
     )
     task: str | None = Field(default=None, max_length=200, description="A task id of the world.")
-    seed: int | None = Field(default=None, ge=-(2**62), le=2**62, description="Makes the simulation reproducible.")
+    seed: Seed | None = Field(default=None, description="Makes the simulation reproducible.")
     perturbation: Perturbation | None = Field(default=None, description="Inject realistic faults into its calls.")
 
 

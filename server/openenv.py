@@ -39,7 +39,7 @@ from simia.sim.errors import SimiaError, StoreUnavailable
 from simia.sim.perturbation import Perturbation
 from simia.sim.records import EpisodeRecord, EventRecord
 from simia.sim.verdict import ProgressStep
-from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND, META_INJECTED, META_SEQ, EndEpisode
+from simia.sim.wire import META_EPISODE, META_ERROR_CODE, META_ERROR_KIND, META_INJECTED, META_SEQ, EndEpisode, Seed
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route, Router, WebSocketRoute
@@ -115,7 +115,7 @@ class ResetRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     task: str | None = Field(default=None, max_length=200, description="A task id of the world.")
-    seed: int | None = Field(default=None, ge=0, le=2**62, description="Makes the simulation reproducible.")
+    seed: Seed | None = Field(default=None, description="Makes the simulation reproducible.")
     perturbation: Perturbation | None = Field(default=None, description="Inject realistic faults into its calls.")
     episode_id: str | None = Field(default=None, max_length=255, description="Ignored: simia names its episodes.")
 

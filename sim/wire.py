@@ -25,6 +25,7 @@ __all__ = [
     "META_PROGRESS",
     "META_REWARD",
     "META_SEQ",
+    "SEED_LIMIT",
     "CreateEpisode",
     "EndEpisode",
     "EndedEpisode",
@@ -36,12 +37,18 @@ __all__ = [
     "Event",
     "ForkEpisode",
     "Health",
+    "Seed",
     "TaskInfo",
     "TokenData",
     "UsageTotals",
     "WorldInfo",
     "WorldList",
 ]
+
+SEED_LIMIT = 2**62
+"""An episode's seed lies within +-this: it is stored as a 64-bit integer, and a call's seed is derived from it."""
+Seed = Annotated[int, Field(ge=-SEED_LIMIT, le=SEED_LIMIT)]
+"""An episode's seed, as every protocol that creates episodes takes it."""
 
 META_EPISODE = "simia/episode"
 """`_meta` key of every MCP result and `tools/list` answer: the episode id."""
@@ -73,9 +80,7 @@ class CreateEpisode(_Request):
 
     world: str = Field(min_length=1, max_length=200, description="A world name from GET /v1/worlds.")
     task: str | None = Field(default=None, max_length=200, description="A task id of that world.")
-    seed: int | None = Field(
-        default=None, ge=-(2**62), le=2**62, description="Makes the simulation reproducible (answers are cached)."
-    )
+    seed: Seed | None = Field(default=None, description="Makes the simulation reproducible (answers are cached).")
     perturbation: Perturbation | None = Field(
         default=None, description="Inject realistic faults at this rate (overrides the world's setting)."
     )

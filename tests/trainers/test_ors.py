@@ -271,6 +271,13 @@ async def test_the_ors_routes_answer_retries_with_the_committed_call_and_keep_pr
             episode = once["output"]["metadata"]["simia/episode"]
             assert [e["seq"] for e in (await served.episode(episode))["events"]] == [1, 2]
 
+            # a seed no episode can store is refused at /create, as POST /v1/episodes refuses it (it was accepted,
+            # and every later call of the session failed as an infrastructure error)
+            sid_seed, _ = await sse_answer(mine, "/create_session", {})
+            huge = {"env_name": "mock", "task_spec": {"id": "restock_milk_test", "seed": 2**70}}
+            too_big = await mine.post("/create", json=huge, headers={"X-Session-ID": sid_seed})
+            assert too_big.status_code == 400 and "seed" in too_big.text, too_big.text
+
             no_header = await mine.post("/mock/call", json=call)
             assert no_header.status_code == 400 and "X-Session-ID" in no_header.json()["detail"]
             unknown = await mine.post("/mock/call", json=call, headers={"X-Session-ID": "not-a-session"})
