@@ -14,6 +14,7 @@ Two more 503s come from outside this tree, in the same body shape and with `Retr
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from simia.sim.errors import SimiaError
@@ -30,6 +31,7 @@ __all__ = [
     "PayloadTooLarge",
     "Unauthorized",
     "http_error",
+    "route_errors",
 ]
 
 
@@ -78,13 +80,22 @@ class Overloaded(ApiError):
     code = "overloaded"
 
 
-async def http_error(request: Request, exc: Exception) -> Response:
-    """Starlette's own refusals (no such route, a method the route lacks) in the API's error shape."""
-    assert isinstance(exc, HTTPException)
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
-    allowed = ", ".join(sorted((exc.headers or {}).get("Allow", "").split(", ")))  # a set: its order varies
-    message = {
-        404: f"no route {request.url.path!r}; GET /openapi.json lists them",
-        405: f"{request.method} is not allowed on {request.url.path}; use {allowed}",
-    }.get(exc.status_code, str(exc.detail))
-    return JSONResponse({"error": {"code": code, "message": message}}, exc.status_code, headers=exc.headers)
+def route_errors(routes: str) -> Callable[[Request, Exception], Awaitable[Response]]:
+    """A handler of Starlette's own refusals (no such route, a method the route lacks) in the API's error shape;
+    a 404 says where the routes are (`routes`: "GET /openapi.json lists them")."""
+
+    async def handler(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
+        allowed = ", ".join(sorted((exc.headers or {}).get("Allow", "").split(", ")))  # a set: its order varies
+        message = {
+            404: f"no route {request.url.path!r}; {routes}",
+            405: f"{request.method} is not allowed on {request.url.path}; use {allowed}",
+        }.get(exc.status_code, str(exc.detail))
+        return JSONResponse({"error": {"code": code, "message": message}}, exc.status_code, headers=exc.headers)
+
+    return handler
+
+
+http_error = route_errors("GET /openapi.json lists them")
+"""`route_errors` of the server, whose routes `/openapi.json` lists."""

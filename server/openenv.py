@@ -580,7 +580,13 @@ class OpenEnv:
                     action = message.get("data")
                     if isinstance(action, dict) and action.get("type") == "call_tool":
                         episode_id = await self._episode_of(session)
-                    data = await self._step(session.world, session.principal, episode_id, action)
+                    try:
+                        data = await self._step(session.world, session.principal, episode_id, action)
+                    except Conflict as exc:  # the session's episode has ended: this protocol starts one by reset
+                        ended, hint = exc.message.partition(";")[::2]
+                        if "POST /v1/episodes" not in hint:
+                            raise
+                        raise Conflict(f"{ended}; send a reset message to start a new one") from None
                     answer = {"type": "observation", "data": data}
                 elif kind == "state":
                     answer = {"type": "state", "data": await self._state(session.episode_id, session.principal)}
@@ -682,9 +688,15 @@ async def _receive(websocket: WebSocket) -> Any:
     """The next message, parsed (None when the client went away); a bad one is answered with an error frame."""
     while True:
         try:
-            raw = await websocket.receive_text()
+            frame = await websocket.receive()
         except (WebSocketDisconnect, RuntimeError):
             return None
+        if frame["type"] == "websocket.disconnect":
+            return None
+        raw = frame.get("text")
+        if raw is None:  # a binary frame
+            await _send_error(websocket, "a binary frame: send each message as JSON in a text frame", "INVALID_JSON")
+            continue
         if len(raw) > MAX_BODY:
             await _send_error(websocket, f"message over the limit of {MAX_BODY} bytes", "VALIDATION_ERROR")
             continue

@@ -13,7 +13,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from .errors import http_error
+from .errors import route_errors
 from .middleware import Guard
 from .responses import json_response
 from .settings import ServerSettings
@@ -35,6 +35,6 @@ def viewer_app(store: Store, worlds: dict[str, World], settings: ServerSettings)
     viewer = Viewer(store, worlds, scoped=False, principal_for=settings.principal_for)
     inner = Starlette(
         routes=[Route("/healthz", healthz), *viewer.routes()],
-        exception_handlers={HTTPException: http_error},
+        exception_handlers={HTTPException: route_errors("the viewer serves /ui and /healthz")},
     )
     return Guard(inner, settings)

@@ -3,9 +3,11 @@ on an ended one says how OpenEnv starts the next (openenv's own clients are test
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx2 as httpx
+import websockets
 
 STEP = {"type": "call_tool", "tool_name": "get_item", "arguments": {"name": "milk"}}
 
@@ -62,3 +64,37 @@ async def test_a_request_id_used_again_for_another_call_is_refused_not_answered_
         "give each call its own request id"
     )
     assert [e["tool"] for e in detail["events"]] == ["set_quantity"]
+
+
+async def test_over_the_websocket_a_call_after_the_end_says_to_reset_and_a_binary_frame_is_an_error(
+    make_server: Any,
+) -> None:
+    """OpenEnv starts an episode with a `reset` message, not simia's POST /v1/episodes; a binary frame is answered
+    with an error frame and the socket stays open (it was closed, code 1000, without a word)."""
+    call = {"type": "step", "data": STEP}
+    async with make_server() as server:
+        url = server.url.replace("http://", "ws://") + "/openenv/mock/ws"
+        async with websockets.connect(url) as socket:
+            await socket.send(json.dumps({"type": "reset", "data": {}}))
+            episode_id = json.loads(await socket.recv())["data"]["observation"]["episode_id"]
+            await socket.send(json.dumps({"type": "step", "data": {"type": "end"}}))
+            assert json.loads(await socket.recv())["data"]["done"] is True
+            await socket.send(json.dumps(call))
+            after_end = json.loads(await socket.recv())
+            await socket.send(b"\x00\x01")
+            binary = json.loads(await socket.recv())
+            await socket.send(json.dumps({"type": "reset", "data": {}}))
+            again = json.loads(await socket.recv())
+    assert after_end == {
+        "type": "error",
+        "data": {
+            "message": f"episode {episode_id} is ended; send a reset message to start a new one",
+            "code": "EXECUTION_ERROR",
+            "simia_code": "conflict",
+        },
+    }
+    assert binary == {
+        "type": "error",
+        "data": {"message": "a binary frame: send each message as JSON in a text frame", "code": "INVALID_JSON"},
+    }
+    assert again["data"]["observation"]["episode_id"] != episode_id

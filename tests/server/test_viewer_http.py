@@ -122,6 +122,7 @@ async def test_the_read_only_viewer_shows_every_principals_episodes_and_worlds_k
     assert "files are not loaded here" in world and "restock_milk" in world
     assert health == {"status": "ok", "worlds": 0}
     assert api.status_code == 404  # the viewer alone: no API, no MCP, nothing that writes
+    assert api.json()["error"]["message"] == "no route '/v1/episodes'; the viewer serves /ui and /healthz"
 
 
 async def test_the_read_only_viewer_reads_a_postgres_database_and_cannot_write_to_it(
