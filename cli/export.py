@@ -12,7 +12,7 @@ from typing import Any
 
 from simia.training.export import FORMATS, NothingToExport, export, parse_since
 
-from ._common import CliError, add_worlds_dir, finite, load_world_set, readable_db
+from ._common import CliError, add_worlds_dir, load_world_set, number, readable_db
 
 __all__ = ["register"]
 
@@ -76,7 +76,9 @@ def register(sub: Any) -> None:
     p.add_argument("--world", help="only this world")
     p.add_argument("--task", help="only this task")
     p.add_argument(
-        "--min-reward", type=finite, help="only episodes whose training reward is at least this (masked ones never)"
+        "--min-reward",
+        type=number(0, 1, what="a reward"),
+        help="only episodes whose training reward is at least this (0 to 1; masked ones never)",
     )
     p.add_argument("--status", choices=["active", "ended", "abandoned"], help="only episodes with this status")
     p.add_argument("--since", metavar="WHEN", help="only episodes created since (ISO date or epoch seconds)")

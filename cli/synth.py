@@ -23,6 +23,7 @@ from ._common import (
     finite,
     http_url,
     load_world_set,
+    number,
     one_world,
     positive,
     writable_dir,
@@ -107,7 +108,12 @@ def register(sub: Any) -> None:
         "--via-server", type=http_url, metavar="URL", help="produce trajectories by rollouts against this simia server"
     )
     p.add_argument("--token", type=bearer_token, help="--via-server: bearer token for the server")
-    p.add_argument("--min-reward", type=finite, default=1.0, help="--via-server: keep episodes with this reward (1)")
+    p.add_argument(
+        "--min-reward",
+        type=number(0, 1, what="a reward"),
+        default=1.0,
+        help="--via-server: keep episodes with this reward (from 0 to 1; default 1)",
+    )
     add_worlds_dir(p)
     p.set_defaults(func=_synth)
 

@@ -403,9 +403,11 @@ async def synthesize_via_server(
     shingles: list[set[str]] = []
     lock = asyncio.Lock()
     tools = {t.name: t for t in world.tools}
+    report.usage = summary.usage()  # the agent's and the user's models: the rollouts' model calls
+    kept_path.touch()  # the records file exists, if empty, whatever was kept
     for result in summary.results:
         if result.status != "judged":
-            report.dropped["infra_failed"] += 1
+            report.dropped[result.status] += 1  # infra_failed, or agent_failed (the agent's own model)
         elif result.training_reward is None or result.training_reward < min_reward:
             report.dropped["low_reward"] += 1
         else:

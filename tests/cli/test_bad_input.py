@@ -217,6 +217,8 @@ BAD = [
     (["synth", "--world", "mock", "--backend", OK, "--temperature", "nan"], "--temperature: expected a finite number"),
     (["synth", "--world", "mock", "--backend", OK, "--temperature", "-1"], "--temperature: a sampling temperature"),
     (["synth", "--world", "mock", "--backend", OK, "--min-reward", "inf"], "--min-reward: expected a finite number"),
+    (["synth", "--world", "mock", "--backend", OK, "--min-reward", "2"], "--min-reward: must be a reward at least 0"),
+    (["export", "--format", "rl", "--out", "o.jsonl", "--min-reward", "-1"], "--min-reward: must be a reward at"),
     (["synth", "--world", "mock", "--backend", OK, "--dedup-threshold", "nan"], "error: --dedup-threshold is a Jacc"),
     (["synth", "--world", "mock", "--backend", OK, "--via-server", ""], "--via-server: expected an http(s) URL"),
     (["synth", "--world", "mock", "--backend", OK, "--via-server", "http://127.0.0.1:1"], "error: simia server at"),

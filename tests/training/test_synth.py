@@ -146,3 +146,28 @@ async def test_via_server_keeps_only_rewarded_rollouts_and_drops_the_rest_as_low
     assert records[0]["messages"][0]["role"] == "system" and len(records[0]["tools"]) == 3
     call = records[0]["messages"][2]["tool_calls"][0]["function"]
     assert (call["name"], json.loads(call["arguments"])) == ("set_quantity", {"name": "milk", "qty": 4})
+
+
+def mute_agent(request: CompletionRequest) -> dict[str, Any]:
+    return {"message": "", "tool_calls": []}  # nothing usable: the agent's own failure, not the environment's
+
+
+async def test_via_server_counts_an_agents_failures_as_the_agents_and_its_model_calls(
+    make_server: Any, tmp_path: Path
+) -> None:
+    """Runs the agent's model failed are `agent_failed` (they were all `infra_failed`), the rollouts' model calls
+    are the report's usage (it said 0 model calls), and the records file exists when nothing was kept."""
+    from simia.sim.judging import Judge
+    from simia.training.synth import synthesize_via_server
+
+    async with make_server(judge=Judge(None)) as server:
+        report = await synthesize_via_server(
+            MOCK, server.url, FunctionBackend(mute_agent), None, SynthConfig(n=1, out=tmp_path, concurrency=2)
+        )
+    results = [json.loads(line) for line in (tmp_path / "rollouts" / "results.jsonl").read_text().splitlines()]
+    assert {r["status"] for r in results} == {"agent_failed"}
+    assert report.generated == 4 and report.kept == 0 and dict(report.dropped) == {"agent_failed": 4}
+    assert report.usage.calls >= 4
+    assert (tmp_path / "synth.jsonl").read_text() == ""
+    saved = json.loads((tmp_path / "synth_report.json").read_text())
+    assert saved["dropped"] == {"agent_failed": 4} and saved["usage"]["calls"] == report.usage.calls
