@@ -160,12 +160,15 @@ def _rollout(args: argparse.Namespace) -> int:
 
     try:
         summary = asyncio.run(run())
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before the runs started
         print(f"\ninterrupted: finished runs are kept in {out / 'results.jsonl'}", file=sys.stderr)
         return 130
     print(summary.table())
     print(summary.cost_line())
     print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}")
+    if summary.interrupted:  # Ctrl-C: `rollout` stopped the runs and kept what finished
+        print(f"interrupted: {len(summary.results)} finished run(s) are kept", file=sys.stderr)
+        return 130
     if not summary.succeeded:
         failed = summary.results[-1].error if summary.results else "nothing ran"
         print(f"error: no episode was judged ({failed})", file=sys.stderr)

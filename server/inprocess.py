@@ -26,6 +26,9 @@ async def serving(app: Any, port: int | None = None) -> AsyncIterator[int]:
     port = port or free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
+    # The host program owns its signals: uvicorn's own Ctrl-C handling would stop this server under the program
+    # (a rollout then failed its remaining runs against a dead server) instead of interrupting the program.
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve())
     try:
         while not server.started:

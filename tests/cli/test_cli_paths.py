@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -154,6 +155,34 @@ def test_an_agent_whose_model_fails_is_an_agent_failure(tmp_path: Path) -> None:
     assert (result["status"], result["stop"]) == ("agent_failed", "agent_error")
     assert result["error"].startswith("the agent's model failed")
     assert run.stdout.splitlines()[1].split()[:5] == ["restock_milk", "1", "0", "0", "1"]
+
+
+def test_ctrl_c_stops_a_rollout_and_keeps_what_finished(tmp_path: Path) -> None:
+    """Docs, rollouts: Ctrl-C stops and keeps what finished. The rollout caught the interrupt itself, so the command
+    printed its table as if done and exited 0 or 1; and the in-process server, which took Ctrl-C for itself,
+    stopped under runs that then failed as the environment's."""
+    (tmp_path / "agent.json").write_text(json.dumps(AGENT))
+    command = [sys.executable, "-m", "simia.cli", "rollout", "--world", "mock", "--n", "200", "--concurrency", "2"]
+    command += ["--agent", f"scripted:{tmp_path / 'agent.json'}", "--sim-backend", f"scripted:{SCRIPT}", "--out", "out"]
+    results = tmp_path / "out" / "results.jsonl"
+    with subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
+        for _ in range(1200):  # until the first runs are written (at most 60 s)
+            if results.is_file() and len(results.read_text().splitlines()) >= 3:
+                break
+            try:
+                run.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                continue
+            break
+        assert run.poll() is None, "the rollout ended before it was interrupted"
+        run.send_signal(signal.SIGINT)
+        out, err = run.communicate(timeout=60)
+    kept = [json.loads(line) for line in results.read_text().splitlines()]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert run.returncode == 130, (out, err)
+    assert f"interrupted: {len(kept)} finished run(s) are kept" in err
+    assert 3 <= len(kept) < 800 and summary["interrupted"] is True
+    assert {r["status"] for r in kept} == {"judged"}  # none failed against a server stopped under it
 
 
 def test_stdio_with_an_unknown_task_is_a_clean_error(tmp_path: Path) -> None:
