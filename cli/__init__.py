@@ -10,6 +10,7 @@ libraries' quiet settings). Bad input is a
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -28,6 +29,20 @@ def _takes_command_after_dashes(parser: argparse.ArgumentParser, name: str) -> b
     return False
 
 
+class _NotJsonRpcOnStdout(logging.Filter):
+    """The MCP SDK's stdio client logs a traceback for every line a server writes to stdout that is not JSON-RPC
+    (a print, a banner) and goes on: one line that says what happened, and how the server should log, is enough."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.getMessage().startswith("Failed to parse JSONRPC message"):
+            record.msg = (
+                "the MCP server wrote a line on stdout that is not JSON-RPC (skipped): a stdio server logs to stderr"
+            )
+            record.args, record.exc_info, record.exc_text = (), None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="simia", description="Simulated MCP tool environments for agent training.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -43,6 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--" in words and _takes_command_after_dashes(parser, words[0]):  # `... -- COMMAND ARGS`: a stdio server
         words, tail = words[: words.index("--")], words[words.index("--") + 1 :]
     args = parser.parse_args(words)
+    stdio_log = logging.getLogger("mcp.client.stdio")  # commands that start stdio servers: import, serve, fidelity
+    if not any(isinstance(f, _NotJsonRpcOnStdout) for f in stdio_log.filters):
+        stdio_log.addFilter(_NotJsonRpcOnStdout())
     if tail:
         args.command_after_dashes = tail
     try:

@@ -187,6 +187,16 @@ def test_tools_simia_cannot_serve_are_skipped_with_the_offending_name(
     ]
 
 
+def test_a_line_a_server_prints_on_stdout_is_one_warning_not_a_traceback(tmp_path: Path) -> None:
+    """The MCP SDK logs a traceback for it (a pydantic dump of the line); the import goes on either way."""
+    command = [sys.executable, "-m", "simia.cli", "import", "mcp", "--out", str(tmp_path / "odd"), "--", *ODD, "noisy"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        "the MCP server wrote a line on stdout that is not JSON-RPC (skipped): a stdio server logs to stderr"
+    ]
+
+
 @pytest.mark.parametrize(
     ("target", "message"),
     [
