@@ -28,7 +28,7 @@ async def serving(app: Any, port: int | None = None) -> AsyncIterator[int]:
     server = uvicorn.Server(config)
     # The host program owns its signals: uvicorn's own Ctrl-C handling would stop this server under the program
     # (a rollout then failed its remaining runs against a dead server) instead of interrupting the program.
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
     task = asyncio.create_task(server.serve())
     try:
         while not server.started:
