@@ -29,7 +29,7 @@ from simia.sim.records import REFUSED_ARGUMENTS, EpisodeRecord, EventRecord
 from simia.sim.storage import Store
 from simia.sim.world import World, compact_json
 
-from .errors import ApiError, BadRequest, Conflict, NotFound, Overloaded
+from .errors import ApiError, BadRequest, EpisodeClosed, NotFound, Overloaded
 from .injection import draw_fault, injected, perturbed
 from .live import LiveEpisode, LiveEpisodes
 from .metrics import Metrics
@@ -143,7 +143,7 @@ class CallPipeline:
         if episode is None or episode.principal != principal:
             raise NotFound(f"no episode {episode_id!r}; create one with POST /v1/episodes")
         if episode.status != "active":
-            raise Conflict(f"episode {episode_id} is {episode.status}; start a new one with POST /v1/episodes")
+            raise EpisodeClosed(episode_id, episode.status)
         previous = entry.retried(request_key) if request_key is not None else None
         if previous is not None:
             if not _same_call(previous, tool, arguments):  # a client's request id used again for another call

@@ -5,6 +5,7 @@ ApiError
 ├── Unauthorized    401  missing or unknown bearer token
 ├── NotFound        404  unknown episode or world (also: another principal's episode)
 ├── Conflict        409  the episode is not active
+│   └── EpisodeClosed      a call on an ended or abandoned episode (each protocol says how it starts the next)
 ├── PayloadTooLarge 413  a request body over the limit (read no further)
 └── Overloaded      503  too many live episodes
 
@@ -26,6 +27,7 @@ __all__ = [
     "ApiError",
     "BadRequest",
     "Conflict",
+    "EpisodeClosed",
     "NotFound",
     "Overloaded",
     "PayloadTooLarge",
@@ -68,6 +70,16 @@ class NotFound(ApiError):
 class Conflict(ApiError):
     status = 409
     code = "conflict"
+
+
+class EpisodeClosed(Conflict):
+    """A call on an episode that is no longer active. The message says how the HTTP API starts the next one; a
+    protocol that starts episodes its own way (OpenEnv's reset) answers `episode_id` and `episode_status` with its
+    own."""
+
+    def __init__(self, episode_id: str, episode_status: str) -> None:
+        super().__init__(f"episode {episode_id} is {episode_status}; start a new one with POST /v1/episodes")
+        self.episode_id, self.episode_status = episode_id, episode_status
 
 
 class PayloadTooLarge(ApiError):

@@ -48,7 +48,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ._body import MAX_BODY, read_body
 from .episodes import EpisodeService
-from .errors import ApiError, BadRequest, Conflict, NotFound
+from .errors import ApiError, BadRequest, Conflict, EpisodeClosed, NotFound
 from .requests import parse_body
 from .settings import ServerSettings
 from .step_rewards import META_PROGRESS, StepRewards
@@ -582,11 +582,10 @@ class OpenEnv:
                         episode_id = await self._episode_of(session)
                     try:
                         data = await self._step(session.world, session.principal, episode_id, action)
-                    except Conflict as exc:  # the session's episode has ended: this protocol starts one by reset
-                        ended, hint = exc.message.partition(";")[::2]
-                        if "POST /v1/episodes" not in hint:
-                            raise
-                        raise Conflict(f"{ended}; send a reset message to start a new one") from None
+                    except EpisodeClosed as exc:  # this protocol starts the next episode with a reset
+                        raise Conflict(
+                            f"episode {exc.episode_id} is {exc.episode_status}; send a reset message to start a new one"
+                        ) from None
                     answer = {"type": "observation", "data": data}
                 elif kind == "state":
                     answer = {"type": "state", "data": await self._state(session.episode_id, session.principal)}
