@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..records import PastCall
-from ..world import ToolSpec, World, schema_signature
+from ..world import DATA_KEYWORDS, NAMED_SCHEMAS, ToolSpec, World, schema_nodes, schema_signature
 
 __all__ = ["PROMPT_VERSION", "UserMessage", "answer_schema", "system_prompt", "user_prompt"]
 
@@ -255,12 +255,6 @@ def _embedded(schema: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return {"$ref": base}, moved
 
 
-_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
-"""Keywords whose values are data, not schemas: a `$ref` inside them is not a reference."""
-_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
-"""Keywords whose values map names to schemas: a property named `enum` there is a schema like any other."""
-
-
 def _own_path(ref: Any) -> bool:
     """Whether `ref` points into its schema by a path other than its definitions."""
     return isinstance(ref, str) and (
@@ -268,25 +262,16 @@ def _own_path(ref: Any) -> bool:
     )
 
 
+def _refers_to_itself(schema: Any) -> bool:
+    return any(_own_path(node.get("$ref")) for _, node in schema_nodes(schema, "$"))
+
+
 def _children(node: dict[str, Any], names: bool) -> list[tuple[str, Any, bool]]:
-    """(key, value, whether the value maps names to schemas) of a schema's members that hold schemas, or of every
-    member of a map of names (`names`)."""
+    """(key, value, whether the value maps names to schemas) of a schema's members that hold schemas
+    (`schema_nodes`' rule), or of every member of a map of names (`names`)."""
     if names:
         return [(k, v, False) for k, v in node.items()]
-    return [(k, v, k in _NAME_MAPS) for k, v in node.items() if k not in _DATA_KEYWORDS]
-
-
-def _refers_to_itself(schema: Any) -> bool:
-    stack: list[tuple[Any, bool]] = [(schema, False)]
-    while stack:
-        node, names = stack.pop()
-        if isinstance(node, dict):
-            if not names and _own_path(node.get("$ref")):
-                return True
-            stack.extend((v, inner) for _, v, inner in _children(node, names))
-        elif isinstance(node, list):
-            stack.extend((item, False) for item in node)
-    return False
+    return [(k, v, k in NAMED_SCHEMAS) for k, v in node.items() if k not in DATA_KEYWORDS]
 
 
 def _rebased(node: Any, base: str, *, names: bool = False) -> Any:

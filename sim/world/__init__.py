@@ -59,11 +59,13 @@ from .tool_views import (
     tool_card,
     world_card,
 )
-from .validation import grounding_issues
+from .validation import DATA_KEYWORDS, NAMED_SCHEMAS, grounding_issues, schema_nodes
 
 __all__ = [
     "ABSENT",
+    "DATA_KEYWORDS",
     "GENERIC_ERRORS",
+    "NAMED_SCHEMAS",
     "PERSONAS",
     "TOOL_NAME",
     "UNFILLED",
@@ -111,6 +113,7 @@ __all__ = [
     "parked_patches",
     "persona",
     "resolve_pointer",
+    "schema_nodes",
     "schema_signature",
     "state_diff",
     "state_hash",

@@ -30,6 +30,8 @@ from .model import ToolSpec
 from .state import is_missing, resolve_pointer
 
 __all__ = [
+    "DATA_KEYWORDS",
+    "NAMED_SCHEMAS",
     "IssueCollector",
     "NotPlainJson",
     "check_grounding",
@@ -39,6 +41,7 @@ __all__ = [
     "read_json",
     "read_text",
     "read_yaml",
+    "schema_nodes",
     "strict_json",
 ]
 
@@ -270,13 +273,13 @@ def check_schema(schema: dict[str, Any], file: str, path: str, issues: IssueColl
     return _check_refs(schema, file, path, issues)
 
 
-_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
 """Keywords whose values are data, not schemas: a `$ref` inside them is a value like any other."""
-_NAMED_SCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+NAMED_SCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 """Keywords whose members are schemas under names chosen by the author (a property may be named `enum`)."""
 
 
-def _schema_nodes(schema: Any, where: str) -> Iterable[tuple[str, dict[str, Any]]]:
+def schema_nodes(schema: Any, where: str) -> Iterable[tuple[str, dict[str, Any]]]:
     """(path, node) of every schema object inside `schema`, itself first, outside the keywords that hold data
     (walked without recursion: a schema nests as deep as its file)."""
     stack: list[tuple[str, Any]] = [(where, schema)]
@@ -289,19 +292,19 @@ def _schema_nodes(schema: Any, where: str) -> Iterable[tuple[str, dict[str, Any]
             continue
         yield path, node
         for key, value in reversed(list(node.items())):
-            if key in _NAMED_SCHEMAS and isinstance(value, dict):
+            if key in NAMED_SCHEMAS and isinstance(value, dict):
                 stack.extend((f"{path}.{key}.{name}", inner) for name, inner in reversed(list(value.items())))
-            elif key not in _DATA_KEYWORDS:
+            elif key not in DATA_KEYWORDS:
                 stack.append((f"{path}.{key}", value))
 
 
 def _refs(schema: Any, where: str) -> Iterable[tuple[str, str]]:
     """(path, reference) of every `$ref` in a schema, outside the keywords that hold data."""
-    return ((path, node["$ref"]) for path, node in _schema_nodes(schema, where) if isinstance(node.get("$ref"), str))
+    return ((path, node["$ref"]) for path, node in schema_nodes(schema, where) if isinstance(node.get("$ref"), str))
 
 
 def _anchors(schema: Any) -> set[str]:
-    return {node["$anchor"] for _, node in _schema_nodes(schema, "$") if isinstance(node.get("$anchor"), str)}
+    return {node["$anchor"] for _, node in schema_nodes(schema, "$") if isinstance(node.get("$anchor"), str)}
 
 
 def _check_refs(schema: dict[str, Any], file: str, path: str, issues: IssueCollector) -> bool:
