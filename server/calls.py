@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from simia.sim.engine import Simulator, Step, ToolCall
+from simia.sim.engine import Simulator, Step, ToolCall, shown_name
 from simia.sim.errors import StoreConflict
 from simia.sim.perturbation import PRE_CALL
 from simia.sim.records import REFUSED_ARGUMENTS, EpisodeRecord, EventRecord
@@ -148,7 +148,7 @@ class CallPipeline:
         if previous is not None:
             if not _same_call(previous, tool, arguments):  # a client's request id used again for another call
                 raise BadRequest(
-                    f"this request id was used for another call of the episode ({_shown_name(previous.tool)}, "
+                    f"this request id was used for another call of the episode ({previous.tool!r}, "
                     f"call {previous.seq}); give each call its own request id"
                 )
             return episode.world, previous
@@ -272,15 +272,11 @@ def _budget_problem(episode: EpisodeRecord, s: ServerSettings) -> tuple[str, str
 
 
 def _same_call(event: EventRecord, tool: str, arguments: dict[str, Any]) -> bool:
-    """Whether `event` records this call: its tool and arguments as stored (a name cut to 64 characters and
-    arguments over the limits stored as a note, `REFUSED_ARGUMENTS`, compare by what was kept)."""
-    if event.tool != tool and not (event.tool.endswith("...") and tool.startswith(event.tool[:-3])):
+    """Whether `event` records this call: its tool and arguments as stored (a refused call's name as `shown_name`
+    keeps it, arguments over the limits as a note, `REFUSED_ARGUMENTS`: compared by what was kept)."""
+    if event.tool not in (tool, shown_name(tool)):
         return False
     return REFUSED_ARGUMENTS in event.arguments or event.arguments == arguments
-
-
-def _shown_name(name: str) -> str:
-    return repr(name if len(name) <= 64 else name[:64] + "...")
 
 
 def _event_of(step: Step, request_key: str | None) -> EventRecord:

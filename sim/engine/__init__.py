@@ -13,7 +13,7 @@ from .faults import Fault, applicable, choose_fault, injected_error, perturb_out
 from .grounded import Broken, Plan, Refused, plan_call, undeclared
 from .index import IndexedState, StateIndex, StateIndexes
 from .prompts import PROMPT_VERSION, UserMessage, answer_schema, system_prompt, user_prompt
-from .simulator import INTERNAL_TEXT, ErrorKind, Simulator, Step, ToolCall, check_call
+from .simulator import INTERNAL_TEXT, ErrorKind, Simulator, Step, ToolCall, check_call, shown_name
 from .slicing import NamedRecord, StateView, needles_of, slice_state, state_text, state_view
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "needles_of",
     "perturb_output",
     "plan_call",
+    "shown_name",
     "slice_state",
     "state_text",
     "state_view",

@@ -28,7 +28,7 @@ from .index import StateIndexes
 from .prompts import MAX_ROOTS, PROMPT_VERSION, UserMessage, answer_schema, system_prompt, user_prompt
 from .slicing import StateView, state_view
 
-__all__ = ["INTERNAL_TEXT", "ErrorKind", "Simulator", "Step", "ToolCall", "check_call"]
+__all__ = ["INTERNAL_TEXT", "ErrorKind", "Simulator", "Step", "ToolCall", "check_call", "shown_name"]
 
 ErrorKind = Literal["agent", "infra"]
 log = logging.getLogger("simia.simulator")
@@ -85,7 +85,7 @@ def _agent_error(call: ToolCall, state: dict[str, Any], code: str, text: str) ->
     return Step(call.tool, call.arguments, None, text, True, state, error_code=code, error_kind="agent")
 
 
-def _shown(text: str) -> str:
+def shown_name(text: str) -> str:
     """A name as it may be repeated and stored: valid Unicode (unpaired surrogates escaped), at most 64 characters."""
     safe = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return safe if len(safe) <= _SHOWN_NAME else safe[:_SHOWN_NAME] + "..."
@@ -111,11 +111,11 @@ def _recordable(call: ToolCall, max_argument_bytes: int) -> ToolCall:
     except ValueError:
         size = -1
     if non_finite_path(call.arguments) is not None:
-        return ToolCall(_shown(call.tool), {REFUSED_ARGUMENTS: "NaN or Infinity, which JSON does not have"})
+        return ToolCall(shown_name(call.tool), {REFUSED_ARGUMENTS: "NaN or Infinity, which JSON does not have"})
     if 0 <= size <= max_argument_bytes:
-        return ToolCall(_shown(call.tool), call.arguments)
+        return ToolCall(shown_name(call.tool), call.arguments)
     note = f"{size} bytes" if size >= 0 else "not storable (too deep or invalid Unicode)"
-    return ToolCall(_shown(call.tool), {REFUSED_ARGUMENTS: note})
+    return ToolCall(shown_name(call.tool), {REFUSED_ARGUMENTS: note})
 
 
 MAX_ARGUMENT_DEPTH = 32
@@ -132,7 +132,7 @@ def check_call(world: World, call: ToolCall, *, max_argument_bytes: int = 32_768
     tool = world.tool(call.tool)
     if tool is None:
         names = ", ".join(t.name for t in world.tools)
-        return None, f"Unknown tool {_shown(call.tool)!r}. Available tools: {names}."
+        return None, f"Unknown tool {shown_name(call.tool)!r}. Available tools: {names}."
     if _too_deep(call.arguments, MAX_ARGUMENT_DEPTH):
         return tool, f"Arguments are nested too deeply (the limit is {MAX_ARGUMENT_DEPTH} levels)."
     try:

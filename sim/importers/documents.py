@@ -88,6 +88,13 @@ _Yaml12Loader.add_implicit_resolver(_SCALARS[0], re.compile(r"^(?:true|True|TRUE
 _Yaml12Loader.add_implicit_resolver(
     _SCALARS[1], re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789")
 )
+_Yaml12Loader.add_implicit_resolver(
+    _SCALARS[2],
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
 
 
 def _int12(loader: Any, node: Any) -> int:
@@ -99,13 +106,6 @@ def _int12(loader: Any, node: Any) -> int:
 
 
 _Yaml12Loader.add_constructor(_SCALARS[1], _int12)
-_Yaml12Loader.add_implicit_resolver(
-    _SCALARS[2],
-    re.compile(
-        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-    ),
-    list("-+0123456789."),
-)
 
 
 def parse_document(raw: bytes, where: str) -> Any:

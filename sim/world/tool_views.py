@@ -96,11 +96,9 @@ def check_tool_calls(
             tool = tools.get(str(name))
             if isinstance(args, Mapping) and REFUSED_ARGUMENTS in args:
                 problems.append(f"message {i}: the server refused the arguments of {name} ({args[REFUSED_ARGUMENTS]})")
-            elif not fit:
-                pass
-            elif tool is None:
+            elif fit and tool is None:
                 problems.append(f"message {i}: calls {name!r}, which is not in tools")
-            else:
+            elif fit and tool is not None:
                 problems += [
                     f"message {i}: {name} arguments break its inputSchema: {p}"
                     for p in validate_instance(tool.input_schema, args)
