@@ -29,7 +29,7 @@ from consistency import sequence
 from simia.clients.fidelity import replay
 from simia.sim.backends import CompletionRequest, FunctionBackend
 from simia.sim.engine import ToolCall, undeclared
-from simia.sim.world import World, load_worlds, resolve_pointer, template_names
+from simia.sim.world import Effect, World, load_worlds, resolve_pointer, template_names
 from simia.testing import schema_instance
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +42,8 @@ def _pointers(world: World) -> dict[str, list[str]]:
         g = tool.grounding
         if g is None:
             continue
-        found = [c.pointer for c in g.preconditions] + [e.path for e in g.effects]
+        found = [c.pointer for c in g.preconditions if c.pointer is not None]
+        found += [e.path for e in g.effects if isinstance(e, Effect)]
         found += [g.read.pointer] if g.read is not None and g.read.pointer is not None else []
         out[tool.name] = found
     return out

@@ -111,7 +111,7 @@ def call_result(event: EventRecord, episode_id: str, step: ProgressStep | None =
         )
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=event.text)],
-        structured_content=event.output,
+        structured_content=event.output if isinstance(event.output, dict) else None,  # MCP: an object or none
         is_error=False,
         _meta=meta,
     )

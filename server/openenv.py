@@ -640,7 +640,7 @@ def _call_observation(tool_name: str, event: EventRecord, episode_id: str, step:
         error = {"error_type": _TOOL_ERRORS.get(event.error_code or "", "execution_error"), "message": event.text}
     result = {
         "content": [{"type": "text", "text": event.text}],
-        "structured_content": None if event.is_error else event.output,
+        "structured_content": event.output if not event.is_error and isinstance(event.output, dict) else None,
         "meta": meta,
         "data": None if event.is_error else (event.output if event.output is not None else event.text),
         "is_error": event.is_error,

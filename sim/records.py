@@ -39,10 +39,11 @@ NaN): a note of what was refused stands for them."""
 _unicode_json = json.JSONEncoder(ensure_ascii=False).encode
 
 
-def result_text(output: dict[str, Any]) -> str:
-    """The text of a simulated successful result: its output as JSON, which the agent reads beside the structured
-    output. Stores keep an event's text only when it is not this (most are), so a call's output is stored once."""
-    return _unicode_json(output)
+def result_text(output: Any) -> str:
+    """The text of a simulated successful result: its output as JSON (a string output as itself, as an API that
+    answers a bare string sends it), which the agent reads beside the structured output. Stores keep an event's
+    text only when it is not this (most are), so a call's output is stored once."""
+    return output if isinstance(output, str) else _unicode_json(output)
 
 
 @dataclass
@@ -133,7 +134,7 @@ class EventRecord:
 
     tool: str
     arguments: dict[str, Any]
-    output: dict[str, Any] | None
+    output: Any  # an object; any JSON value where a tool without an outputSchema answered one (None on error)
     text: str
     is_error: bool
     error_code: str | None = None

@@ -284,7 +284,7 @@ class Event(_Answer):
     seq: int
     tool: str
     arguments: dict[str, Any] = Field(default_factory=dict)
-    output: dict[str, Any] | None = None
+    output: Any = None  # an object; any JSON value where a tool without an outputSchema answered one
     text: str = ""
     is_error: bool = False
     error_code: str | None = None

@@ -6,6 +6,12 @@ schema-checked as a model's patch is), then the read (a pointer's value or a JSO
 after the effects). The `Plan` it returns answers an exact call without a model; for a guided call `facts` is the
 text the model is given as fixed facts and `contradiction` the check its answer must pass, and `merged_patch` is
 the declared effects followed by what the model changed besides them. Pure functions over `State` values.
+
+Computed parts (JSONata, `simia.sim.world.expressions`) run in the same order: the `let` values on the state before
+the call, an `expr` precondition where it stands, an `expr` effect's operations in its place among the others (every
+effect reads the state before the call: effects are one patch, applied all or none), and an `expr` read on the state
+after. A failing precondition expression is its declared error; a failing `let`, effect or read expression is a
+`Broken` declaration (an infra error with the detail), never a crash and never a half-applied state.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from ..errors import StateError
 from ..schema import validate_instance
 from ..world import (
     UNFILLED,
+    ComputedEffect,
+    ExpressionError,
     Grounding,
     Precondition,
     State,
@@ -34,7 +42,9 @@ from ..world import (
     fill_value,
     is_missing,
     resolve_pointer,
+    state_hash,
 )
+from ..world.expressions import evaluate
 
 __all__ = ["Broken", "Plan", "Refused", "contradiction", "facts", "merged_patch", "plan_call", "undeclared"]
 
@@ -63,7 +73,8 @@ class Plan:
         exact: whether the call is answered without a model.
         effects: the declared effects with the arguments filled in (the call's patch, or its start when guided).
         state: the state after the effects.
-        output: the read's output (None without a read).
+        output: the read's output (None without a read): an object, or any JSON value for a tool without an
+            outputSchema.
         held: the preconditions that held, as `(pointer, what held, error code)`.
         ruled_out: error codes the state rules out (those of the preconditions that held, the read's `missing`).
     """
@@ -71,46 +82,108 @@ class Plan:
     exact: bool
     effects: list[dict[str, Any]]
     state: State
-    output: dict[str, Any] | None = None
+    output: Any = None
     read_key: str | None = None
     read_value: Any = None
     held: list[tuple[str, str, str]] = field(default_factory=list)
     ruled_out: frozenset[str] = frozenset()
 
 
-def plan_call(world: World, tool: ToolSpec, state: State, arguments: Mapping[str, Any]) -> Plan | Refused | Broken:
+def plan_call(
+    world: World, tool: ToolSpec, state: State, arguments: Mapping[str, Any], *, seed: int | None = None
+) -> Plan | Refused | Broken:
     """Run `tool`'s grounding on `state` for a call with `arguments` (already valid under its inputSchema; an
-    absent one whose inputSchema property has a `default` is that default)."""
+    absent one whose inputSchema property has a `default` is that default). `seed` (the call's) makes the ids
+    `$newid` draws depend on the episode's seed as well as on its state and the call."""
     grounding = tool.grounding
     assert grounding is not None, "plan_call needs a tool with a grounding"
     properties = tool.input_schema.get("properties") or {}
     defaults = {k: v["default"] for k, v in properties.items() if isinstance(v, dict) and "default" in v}
     arguments = {**defaults, **arguments}
+    scope = _Scope(tool, state, arguments, seed)
+    for name, text in grounding.let.items():
+        try:
+            scope.variables[name] = scope.evaluate(text)
+        except ExpressionError as exc:
+            return Broken(f"tool {tool.name!r}: grounding.let.{name} failed: {exc}")
     held: list[tuple[str, str, str]] = []
     for condition in grounding.preconditions:
-        pointer = fill_pointer(condition.pointer, arguments)
+        if condition.expr is not None:
+            try:
+                ok = _truthy(scope.evaluate(condition.expr))
+                why = ""
+            except ExpressionError as exc:
+                ok, why = False, f": {exc}"
+            if not ok:
+                return _refused(
+                    world,
+                    tool,
+                    condition.error,
+                    f"precondition {condition.expr!r} does not hold{why}",
+                    scope,
+                    condition.message,
+                )
+            held.append((condition.expr, "holds", condition.error))
+            continue
+        pointer = fill_pointer(condition.pointer or "", arguments)
         value = resolve_pointer(state, pointer) if pointer is not None else UNFILLED
         what = _holds(condition, value, arguments)
         if what is None:
             where = pointer if pointer is not None else condition.pointer
-            return _refused(world, tool, condition.error, f"precondition on {where} does not hold")
-        held.append((pointer or condition.pointer, what, condition.error))
+            return _refused(
+                world, tool, condition.error, f"precondition on {where} does not hold", scope, condition.message
+            )
+        held.append((pointer or condition.pointer or "", what, condition.error))
     ruled_out = {code for _, _, code in held}
-    effects = _effects(grounding, arguments)
+    if any(c.test in ("expr", "equals") or (c.test == "exists" and c.exists) for c in grounding.preconditions):
+        ruled_out.add("not_found")  # what the call names was found: the generic code cannot apply either
+    try:
+        effects = _effects(grounding, arguments, scope)
+    except ExpressionError as exc:
+        return Broken(f"tool {tool.name!r}: an effect expression failed: {exc}")
     try:
         after = apply_patch(state, effects, None)
     except StateError as exc:
         missing = grounding.read.missing if grounding.read and grounding.read.missing else "not_found"
-        return _refused(world, tool, missing, f"the declared effects do not apply: {exc}")
+        return _refused(world, tool, missing, f"the declared effects do not apply: {exc}", scope)
     if world.state_schema is not None and effects:
         try:
             after = apply_patch(state, effects, world.state_schema)
         except StateError as exc:
-            return _refused(world, tool, "invalid_argument", f"the declared effects break the state schema: {exc}")
+            return _refused(
+                world, tool, "invalid_argument", f"the declared effects break the state schema: {exc}", scope
+            )
     plan = Plan(grounding.exact, effects, after, held=held, ruled_out=frozenset(ruled_out))
     if grounding.read is None:
         return plan
-    return _read(world, tool, grounding, plan, arguments)
+    return _read(world, tool, grounding, plan, arguments, scope)
+
+
+class _Scope:
+    """What a call's expressions see: `$args`, `$state` and `$before`, the `let` values; `$newid`'s seed."""
+
+    def __init__(self, tool: ToolSpec, state: State, arguments: Mapping[str, Any], seed: int | None) -> None:
+        self.tool = tool
+        self.state = state
+        self.arguments = arguments
+        self.seed = seed
+        self.variables: dict[str, Any] = {"args": dict(arguments), "state": state, "before": state}
+
+    def id_seed(self) -> str:
+        digest = getattr(self.state, "digest", None) or state_hash(self.state)
+        return f"{self.seed}|{digest}|{self.tool.name}|{canonical_json(self.arguments)}"
+
+    def evaluate(self, text: str, **extra: Any) -> Any:
+        return evaluate(text, {**self.variables, **extra}, id_seed=self.id_seed)
+
+
+def _truthy(value: Any) -> bool:
+    """JSONata's boolean cast of an expression's value (an empty list, "", 0 and nothing are false)."""
+    if isinstance(value, list):
+        return any(_truthy(item) for item in value)
+    if isinstance(value, dict):
+        return bool(value)
+    return bool(value)
 
 
 def _holds(condition: Precondition, value: Any, arguments: Mapping[str, Any]) -> str | None:
@@ -127,10 +200,14 @@ def _holds(condition: Precondition, value: Any, arguments: Mapping[str, Any]) ->
     return "satisfies its schema" if not validate_instance(condition.schema_ or {}, value) else None
 
 
-def _effects(grounding: Grounding, arguments: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The declared operations with the arguments filled in; an operation naming an absent argument is left out."""
+def _effects(grounding: Grounding, arguments: Mapping[str, Any], scope: _Scope) -> list[dict[str, Any]]:
+    """The declared operations with the arguments filled in, and the computed ones in their place; an operation
+    naming an absent argument is left out."""
     ops: list[dict[str, Any]] = []
-    for effect in grounding.effects:
+    for i, effect in enumerate(grounding.effects):
+        if isinstance(effect, ComputedEffect):
+            ops.extend(_computed(scope.evaluate(effect.expr), i))
+            continue
         op = effect.operation()
         path = fill_pointer(op["path"], arguments)
         source = fill_pointer(op["from"], arguments) if "from" in op else ""
@@ -146,32 +223,67 @@ def _effects(grounding: Grounding, arguments: Mapping[str, Any]) -> list[dict[st
     return ops
 
 
+_OPS = {"add": {"value"}, "replace": {"value"}, "test": {"value"}, "remove": set(), "move": {"from"}, "copy": {"from"}}
+
+
+def _computed(value: Any, index: int) -> list[dict[str, Any]]:
+    """An effect expression's value as RFC 6902 operations (checked: an op, a path, what the op needs)."""
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else [value]
+    ops: list[dict[str, Any]] = []
+    for item in items:
+        if not isinstance(item, dict) or item.get("op") not in _OPS:
+            raise ExpressionError(
+                f"effects[{index}].expr gives {compact_json(item)[:120]}, not an RFC 6902 operation "
+                '({"op": "add", "path": "/...", "value": ...})'
+            )
+        needs = _OPS[item["op"]]
+        path = item.get("path")
+        if not isinstance(path, str) or (path and not path.startswith("/")):
+            raise ExpressionError(f"effects[{index}].expr gives an operation whose path is no JSON Pointer: {path!r}")
+        if needs - set(item) or set(item) - {"op", "path"} - needs:
+            raise ExpressionError(
+                f"effects[{index}].expr gives a {item['op']!r} operation with members {sorted(item)}; it takes "
+                f"{sorted({'op', 'path'} | needs)}"
+            )
+        ops.append(item)
+    return ops
+
+
 def _read(
-    world: World, tool: ToolSpec, grounding: Grounding, plan: Plan, arguments: Mapping[str, Any]
+    world: World, tool: ToolSpec, grounding: Grounding, plan: Plan, arguments: Mapping[str, Any], scope: _Scope
 ) -> Plan | Refused | Broken:
     read = grounding.read
     assert read is not None
-    if read.pointer is not None:
+    if read.expr is not None:
+        try:
+            value = scope.evaluate(read.expr, state=plan.state)
+        except ExpressionError as exc:
+            return Broken(f"tool {tool.name!r}: grounding.read.expr failed: {exc}")
+        if value is None and read.missing:
+            return _refused(world, tool, read.missing, "the read's expression gives nothing", scope)
+    elif read.pointer is not None:
         pointer = fill_pointer(read.pointer, arguments)
         value = resolve_pointer(plan.state, pointer) if pointer is not None else UNFILLED
         if value is UNFILLED or is_missing(value):
-            return _refused(world, tool, read.missing or "not_found", f"nothing at {pointer or read.pointer}")
+            return _refused(world, tool, read.missing or "not_found", f"nothing at {pointer or read.pointer}", scope)
     else:
         query = fill_jsonpath(read.jsonpath or "", arguments)
         try:
             value = [node.value for node in compile_jsonpath(query).find(plan.state)] if query is not None else []
         except JSONPathError as exc:  # an argument made the query invalid (e.g. an object where a literal goes)
-            return _refused(world, tool, "invalid_argument", f"the read's JSONPath does not run: {exc}")
+            return _refused(world, tool, "invalid_argument", f"the read's JSONPath does not run: {exc}", scope)
         if not value and read.missing:
-            return _refused(world, tool, read.missing, f"nothing matches {query}")
+            return _refused(world, tool, read.missing, f"nothing matches {query}", scope)
         if value and read.key is not None and _single(tool, read.key):
             value = value[0]
     if read.fields is not None:
         value = [_only(item, read.fields) for item in value] if isinstance(value, list) else _only(value, read.fields)
     if read.key is not None:
         output: Any = {read.key: value}
-    elif isinstance(value, dict):
-        output = value
+    elif isinstance(value, dict) or tool.output_schema is None:
+        output = value  # a tool without an outputSchema may answer any JSON value (sent as its text)
     else:
         return Broken(f"tool {tool.name!r}: the read gives {type(value).__name__}, not an object: add read.key")
     problems = validate_instance(tool.output_schema, output) if tool.output_schema and plan.exact else []
@@ -202,9 +314,22 @@ def _single(tool: ToolSpec, key: str) -> bool:
     return kind is not None and kind != "array" and not (isinstance(kind, list) and "array" in kind)
 
 
-def _refused(world: World, tool: ToolSpec, code: str, detail: str) -> Refused:
-    when = next((e.when for e in world.error_codes(tool) if e.code == code), code.replace("_", " "))
-    return Refused(code, f"Error ({code}): {when}", f"state-grounded {tool.name}: {detail}")
+def _refused(
+    world: World, tool: ToolSpec, code: str, detail: str, scope: _Scope | None = None, message: str | None = None
+) -> Refused | Broken:
+    """The call's declared error: the precondition's `message` when it has one, else the code's text."""
+    spec = next((e for e in world.error_codes(tool) if e.code == code), None)
+    when = spec.when if spec is not None else code.replace("_", " ")
+    text = spec.text if spec is not None and spec.text else f"Error ({code}): {when}"
+    if message is not None and scope is not None:
+        try:
+            said = scope.evaluate(message)
+        except ExpressionError as exc:
+            return Broken(f"tool {tool.name!r}: the {code!r} precondition's message failed: {exc}")
+        if not isinstance(said, str) or not said:
+            return Broken(f"tool {tool.name!r}: the {code!r} precondition's message gives {said!r}, not a text")
+        text = said
+    return Refused(code, text, f"state-grounded {tool.name}: {detail}")
 
 
 def facts(plan: Plan) -> str:
@@ -232,7 +357,7 @@ def contradiction(
         if code in plan.ruled_out:
             return f"error_code {code!r} contradicts the state (the fixed facts rule it out)"
         return ""
-    if plan.output is not None and output is not None:
+    if isinstance(plan.output, dict) and output is not None:
         problem = _output_contradicts(plan, output)
         if problem:
             return problem

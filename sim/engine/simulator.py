@@ -65,7 +65,7 @@ class Step:
 
     tool: str
     arguments: dict[str, Any]
-    output: dict[str, Any] | None
+    output: Any  # an object, or any JSON value a tool without an outputSchema answers from the state; None on error
     text: str
     is_error: bool
     state: dict[str, Any]
@@ -255,7 +255,7 @@ class Simulator:
         current = _current(world, state)
         plan: Plan | None = None
         if tool.grounding is not None:
-            decided = plan_call(world, tool, current, call.arguments)
+            decided = plan_call(world, tool, current, call.arguments, seed=seed)
             if not isinstance(decided, Plan) or decided.exact:  # the state decides: no model, nothing cached
                 return _from_state(decided, call, state, start)
             plan = decided
@@ -521,7 +521,7 @@ def _from_state(decided: Plan | Refused | Broken, call: ToolCall, state: dict[st
             detail=decided.detail,
             source="state",
         )
-    output = decided.output or {}
+    output = decided.output if decided.output is not None else {}
     new_state = decided.state if decided.effects else state
     return Step(
         call.tool,

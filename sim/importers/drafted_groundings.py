@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from ..engine.grounded import Broken, Plan, plan_call
 from ..world import (
+    Effect,
     Grounding,
     ToolSpec,
     World,
@@ -137,7 +138,8 @@ def grounding_problems(world: World, tool: ToolSpec, raw: Any, state: dict[str, 
 def witness(tool: ToolSpec, grounding: Grounding, state: dict[str, Any]) -> dict[str, Any]:
     """Arguments that point at records of `state`: where a pointer's token is `{name}`, the first key (or index)
     of what the state holds there; any other argument a template names gets an example value (`_example`)."""
-    pointers = [c.pointer for c in grounding.preconditions] + [e.path for e in grounding.effects]
+    pointers = [c.pointer for c in grounding.preconditions if c.pointer is not None]
+    pointers += [e.path for e in grounding.effects if isinstance(e, Effect)]
     if grounding.read and grounding.read.pointer:
         pointers.insert(0, grounding.read.pointer)
     arguments: dict[str, Any] = {}
@@ -151,7 +153,8 @@ def witness(tool: ToolSpec, grounding: Grounding, state: dict[str, Any]) -> dict
                     break
                 arguments[name] = _typed(tool, name, keys[0])
             node = _child(node, str(arguments[name]) if name is not None else _unescaped(token))
-    named = [*pointers, *(e.value for e in grounding.effects), grounding.read.jsonpath if grounding.read else None]
+    values = [e.value for e in grounding.effects if isinstance(e, Effect)]
+    named = [*pointers, *values, grounding.read.jsonpath if grounding.read else None]
     properties = tool.input_schema.get("properties") or {}
     for name in template_names(named):
         schema = properties.get(name)

@@ -7,9 +7,11 @@ its tools for agents and trainers. Everything here is data and pure functions: n
 
 from __future__ import annotations
 
+from .expressions import Bounds, ExpressionError
 from .files import atomic_write_text, check_target, write_world
 from .grounding import (
     UNFILLED,
+    ComputedEffect,
     Effect,
     Grounding,
     GroundingMode,
@@ -71,8 +73,11 @@ __all__ = [
     "UNFILLED",
     "USER_RULES",
     "WORLD_NAME",
+    "Bounds",
+    "ComputedEffect",
     "Effect",
     "Example",
+    "ExpressionError",
     "Grounding",
     "GroundingMode",
     "LoadReport",

@@ -3,22 +3,37 @@
 A `Grounding` names the tool's preconditions (a JSON Pointer template and the value or JSON Schema it must
 satisfy, else a documented error code), its effects (RFC 6902 operations with argument templates) and its
 read (a pointer or an RFC 9535 JSONPath query whose value is the output). Pointers are templates: `{name}` is
-the tool argument `name`. A call whose grounding has a read is answered from the state without a model (`exact`);
-otherwise the model answers with the declared parts given as fixed facts (`guided`). These models hold the shape
-only; `simia.sim.world.loader` checks a declaration against its world, `simia.sim.engine.grounded` runs it.
+the tool argument `name`. Where a template cannot say it, a declaration computes, in JSONata
+(`simia.sim.world.expressions`): named values (`let`), a precondition (`expr`, with its own error `message`), an
+effect that expands into RFC 6902 operations (`expr`), a read whose output is any JSON value (`expr`). A call
+whose grounding has a read is answered from the state without a model (`exact`); otherwise the model answers
+with the declared parts given as fixed facts (`guided`). These models hold the shape only;
+`simia.sim.world.loader` checks a declaration against its world, `simia.sim.engine.grounded` runs it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SerializerFunctionWrapHandler,
+    Tag,
+    model_serializer,
+    model_validator,
+)
 from pydantic_core import to_json
+
+from .expressions import RESERVED_NAMES
 
 __all__ = [
     "UNFILLED",
+    "ComputedEffect",
     "Effect",
     "Grounding",
     "GroundingMode",
@@ -132,29 +147,50 @@ class _AsWritten(_Strict):
 
 
 class Precondition(_AsWritten):
-    """What must hold at `pointer` before the call does anything; `error` is the answer when it does not."""
+    """What must hold before the call does anything; `error` is the answer when it does not.
 
-    pointer: str = Field(description="A JSON Pointer template, e.g. /orders/{order_id}.")
+    A precondition tests the value at `pointer` (`exists`, `equals` or `schema`), or computes (`expr`, a JSONata
+    expression that must be true; it may span records or say "or").
+    """
+
+    pointer: str | None = Field(default=None, description="A JSON Pointer template, e.g. /orders/{order_id}.")
     exists: bool | None = Field(default=None, description="Whether something must (true) or must not be there.")
     equals: Any = Field(default=None, description="The JSON value that must be there (a value template).")
     schema_: dict[str, Any] | None = Field(
         default=None, alias="schema", description="A JSON Schema the value there must satisfy."
     )
+    expr: str | None = Field(
+        default=None,
+        min_length=1,
+        description="A JSONata expression that must be true, e.g. $order.status = 'pending'.",
+    )
     error: str = Field(description="The error code returned when the precondition fails (one of the tool's codes).")
+    message: str | None = Field(
+        default=None,
+        min_length=1,
+        description="A JSONata expression giving the error's text when this precondition fails (default: the "
+        "code's text), e.g. \"'Error: Item ' & $missing & ' not found'\".",
+    )
 
     @model_validator(mode="after")
     def _one_test(self) -> Precondition:
-        given = [name for name in ("exists", "equals", "schema_") if name in self.model_fields_set]
+        given = [name for name in ("exists", "equals", "schema_", "expr") if name in self.model_fields_set]
         if len(given) != 1:
-            raise ValueError("a precondition needs exactly one of exists, equals or schema")
+            raise ValueError("a precondition needs exactly one of exists, equals, schema or expr")
+        if self.expr is None and self.pointer is None:
+            raise ValueError("an exists, equals or schema precondition needs a pointer")
+        if self.expr is not None and self.pointer is not None:
+            raise ValueError("an expr precondition takes no pointer (read the state in the expression)")
         return self
 
     @property
-    def test(self) -> Literal["exists", "equals", "schema"]:
-        """Which of the three tests this precondition makes."""
+    def test(self) -> Literal["exists", "equals", "schema", "expr"]:
+        """Which of the four tests this precondition makes."""
         if "exists" in self.model_fields_set:
             return "exists"
-        return "equals" if "equals" in self.model_fields_set else "schema"
+        if "equals" in self.model_fields_set:
+            return "equals"
+        return "expr" if self.expr is not None else "schema"
 
 
 class Effect(_AsWritten):
@@ -188,12 +224,38 @@ class Effect(_AsWritten):
         return out
 
 
+class ComputedEffect(_Strict):
+    """Operations an expression computes: `expr` gives one RFC 6902 operation or a list of them (none when it gives
+    nothing), e.g. one refund per payment of the order."""
+
+    expr: str = Field(min_length=1, description="A JSONata expression giving an RFC 6902 operation or a list of them.")
+
+
+def _effect_kind(value: Any) -> str:
+    written: Any = value if isinstance(value, dict) else getattr(value, "model_fields_set", None) or ()
+    return "union-computed" if "expr" in written else "union-operation"
+
+
+EffectItem = Annotated[
+    Annotated[Effect, Tag("union-operation")] | Annotated[ComputedEffect, Tag("union-computed")],
+    Discriminator(_effect_kind),
+]
+"""An effect: an operation written out (`op`, `path`...), or one an expression computes (`expr`). (The tags are
+left out of the paths a bad world's issues name.)"""
+
+
 class Read(_Strict):
     """Where the output comes from: a pointer's value, or the list of a JSONPath query's matches."""
 
     pointer: str | None = Field(default=None, description="A JSON Pointer template, e.g. /orders/{order_id}.")
     jsonpath: str | None = Field(
         default=None, description='An RFC 9535 query, e.g. "$.products[?@.category == {category}]" (a list).'
+    )
+    expr: str | None = Field(
+        default=None,
+        min_length=1,
+        description="A JSONata expression giving the output, any JSON value ($state is the state after the effects, "
+        "$before the state before).",
     )
     key: str | None = Field(default=None, min_length=1, description="The output is {key: value} when given.")
     fields: list[str] | None = Field(
@@ -208,8 +270,8 @@ class Read(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> Read:
-        if (self.pointer is None) == (self.jsonpath is None):
-            raise ValueError("a read needs exactly one of pointer or jsonpath")
+        if [self.pointer, self.jsonpath, self.expr].count(None) != 2:
+            raise ValueError("a read needs exactly one of pointer, jsonpath or expr")
         if self.fields is not None and len(set(self.fields)) != len(self.fields):
             raise ValueError("read.fields names a member twice; name each once")
         return self
@@ -218,8 +280,15 @@ class Read(_Strict):
 class Grounding(_Strict):
     """How a tool's answer follows from the state (see the module docstring)."""
 
+    let: dict[str, str] = Field(
+        default_factory=dict,
+        description="Named JSONata expressions, evaluated in order on the state before the call; each is $name in "
+        "the expressions after it, e.g. {order: $lookup($state.orders, $args.order_id)}.",
+    )
     preconditions: list[Precondition] = Field(default_factory=list, description="Checked in order, first.")
-    effects: list[Effect] = Field(default_factory=list, description="Applied when the preconditions hold.")
+    effects: list[EffectItem] = Field(
+        default_factory=list, description="Applied when the preconditions hold, all or none."
+    )
     read: Read | None = Field(default=None, description="How the output follows from the state after the effects.")
     mode: GroundingMode | None = Field(
         default=None, description="exact (the default with a read): no model; guided: the model answers."
@@ -227,6 +296,11 @@ class Grounding(_Strict):
 
     @model_validator(mode="after")
     def _exact_needs_read(self) -> Grounding:
+        for name in self.let:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"let name {name!r} is not a JSONata variable name (letters, digits and _)")
+            if name in RESERVED_NAMES:
+                raise ValueError(f"let name {name!r} is one simia binds itself; choose another")
         if self.mode == "exact" and self.read is None:
             raise ValueError("mode exact needs a read (a tool with effects only is always guided)")
         return self

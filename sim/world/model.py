@@ -66,6 +66,34 @@ class ToolErrorSpec(_Strict):
 
     code: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$", description="Short identifier, e.g. order_not_found.")
     when: str = Field(min_length=1, description="The condition, in plain words.")
+    text: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The exact text the tool answers with this error, as the real server words it (e.g. 'Error: "
+        "Order not found'); default 'Error (CODE): WHEN'.",
+    )
+    pattern: str | None = Field(
+        default=None,
+        min_length=1,
+        description="A regular expression matching a real server's error texts of this code (searched), so "
+        "`simia fidelity` scores errors a server answers in prose; default: the text itself.",
+    )
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"pattern is not a regular expression: {exc}") from exc
+        return value
+
+    def matches(self, text: str) -> bool:
+        """Whether a real server's error `text` is this error (its pattern, its exact text, or its code named)."""
+        if self.pattern is not None and re.search(self.pattern, text):
+            return True
+        return (self.text is not None and text.strip() == self.text.strip()) or self.code in text
 
 
 _ANNOTATION_HINTS = frozenset({"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"})

@@ -25,7 +25,8 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import SimiaError, WorldIssue
 from ..schema import error_path
-from .grounding import fill_jsonpath, template_names
+from .expressions import argument_names, parse_problem
+from .grounding import ComputedEffect, fill_jsonpath, template_names
 from .model import ToolSpec
 from .state import is_missing, resolve_pointer
 
@@ -65,7 +66,7 @@ class IssueCollector:
 
     def pydantic(self, file: str, prefix: str, err: ValidationError, model: type[BaseModel]) -> None:
         for item in err.errors():
-            loc = [p for p in item["loc"] if not isinstance(p, str) or not p.startswith("function-")]
+            loc = [p for p in item["loc"] if not isinstance(p, str) or not p.startswith(("function-", "union-"))]
             path = error_path(prefix, loc)
             kind = item["type"]
             if kind == "extra_forbidden":
@@ -380,11 +381,18 @@ def check_grounding(
     arguments = sorted((tool.input_schema.get("properties") or {}).keys())
     pointers: list[tuple[str, str]] = []  # (field, pointer template)
     templates: list[tuple[str, Any]] = []
+    expressions: list[tuple[str, str]] = [(f"{path}.let.{name}", text) for name, text in grounding.let.items()]
     for i, condition in enumerate(grounding.preconditions):
         where = f"{path}.preconditions[{i}]"
-        pointers.append((f"{where}.pointer", condition.pointer))
-        templates += [(f"{where}.pointer", condition.pointer), (f"{where}.equals", condition.equals)]
         _check_code(say, f"{where}.error", condition.error, codes)
+        if condition.message is not None:
+            expressions.append((f"{where}.message", condition.message))
+        if condition.expr is not None:
+            expressions.append((f"{where}.expr", condition.expr))
+            continue
+        pointer = condition.pointer or ""
+        pointers.append((f"{where}.pointer", pointer))
+        templates += [(f"{where}.pointer", pointer), (f"{where}.equals", condition.equals)]
         if condition.schema_ is not None:
             before = len(issues.issues)
             check_schema(condition.schema_, file, f"{where}.schema", issues, root_object=False)
@@ -394,6 +402,9 @@ def check_grounding(
                 )
     for i, effect in enumerate(grounding.effects):
         where = f"{path}.effects[{i}]"
+        if isinstance(effect, ComputedEffect):
+            expressions.append((f"{where}.expr", effect.expr))
+            continue
         pointers.append((f"{where}.path", effect.path))
         templates += [(f"{where}.path", effect.path), (f"{where}.value", effect.value)]
         if effect.from_ is not None:
@@ -407,8 +418,12 @@ def check_grounding(
         if read.jsonpath is not None:
             templates.append((f"{path}.read.jsonpath", read.jsonpath))
             _check_jsonpath(say, f"{path}.read", read.jsonpath, read.key)
+        if read.expr is not None:
+            expressions.append((f"{path}.read.expr", read.expr))
         if read.missing is not None:
             _check_code(say, f"{path}.read.missing", read.missing, codes)
+    for where, text in expressions:
+        _check_expression(say, where, text, arguments)
     for where, template in templates:
         for name in template_names(template):
             if name not in arguments:
@@ -417,6 +432,19 @@ def check_grounding(
                 say(where, f"{{{name}}} names no argument of the tool's inputSchema", fix)
     for where, template in pointers:
         _check_pointer(say, where, template, states)
+
+
+def _check_expression(say: _Teller, where: str, text: str, arguments: list[str]) -> None:
+    """A JSONata expression parses, and each `$args.NAME` it reads is an argument of the tool."""
+    problem = parse_problem(text)
+    if problem is not None:
+        say(where, f"the JSONata expression does not parse: {problem}", "see docs/worlds.md#declarations-that-compute")
+        return
+    for name in sorted(argument_names(text)):
+        if name not in arguments:
+            close = difflib.get_close_matches(name, arguments, n=1)
+            fix = f"did you mean $args.{close[0]}?" if close else f"its arguments: {', '.join(arguments) or 'none'}"
+            say(where, f"$args.{name} names no argument of the tool's inputSchema", fix)
 
 
 class _Teller:

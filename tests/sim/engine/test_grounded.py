@@ -158,7 +158,7 @@ async def test_a_guided_write_applies_the_declared_effects_and_the_models_other_
         "Fixed facts (computed from the state; your answer must agree with them):\n"
         "- /orders/#W1001 exists.\n"
         '- /orders/#W1001/status equals "pending".\n'
-        "- These errors do not apply: order_not_found, order_not_pending.\n"
+        "- These errors do not apply: not_found, order_not_found, order_not_pending.\n"
         "- These state changes are applied for you (leave them out of state_patch): "
         '[{"op":"replace","path":"/orders/#W1001/status","value":"cancelled"}]\n'
         '- output.status is "cancelled".'
