@@ -93,7 +93,7 @@ def compare(index: int, call: ToolCall, tool: ToolSpec | None, real: Answer, ste
     """One call compared (`tool` is None for a name the world lacks: an agent's call may name one)."""
     sim_infra = step.error_kind == "infra"
     real_error, sim_error = real.error, bool(step.is_error)
-    sim_answer = step.output
+    sim_answer = {"text": step.output} if isinstance(step.output, str) else step.output  # as a text-only real one
     structure = values = None
     if not real_error and not sim_error:
         a, b = leaves(real.value), leaves(sim_answer)

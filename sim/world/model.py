@@ -90,10 +90,10 @@ class ToolErrorSpec(_Strict):
         return value
 
     def matches(self, text: str) -> bool:
-        """Whether a real server's error `text` is this error (its pattern, its exact text, or its code named)."""
+        """Whether a real server's error `text` is this error as worded: its `pattern` matches, or it is `text`."""
         if self.pattern is not None and re.search(self.pattern, text):
             return True
-        return (self.text is not None and text.strip() == self.text.strip()) or self.code in text
+        return self.text is not None and text.strip() == self.text.strip()
 
 
 _ANNOTATION_HINTS = frozenset({"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"})
@@ -427,8 +427,11 @@ class World(_Strict):
         return _unique_codes([*tool.errors, *self.shared_errors])
 
     def code_named(self, text: str, tool: ToolSpec) -> str | None:
-        """The first of `tool`'s error codes that an error text (a real server's) names, if any."""
-        return next((e.code for e in self.error_codes(tool) if e.code in text), None)
+        """The first of `tool`'s error codes that an error text (a real server's) is: the one whose `pattern` or exact
+        `text` it matches, else the first it names (a server that answers in prose is mapped by its texts)."""
+        codes = self.error_codes(tool)
+        worded = next((e.code for e in codes if e.matches(text)), None)
+        return worded or next((e.code for e in codes if e.code in text), None)
 
     def tool(self, name: str) -> ToolSpec | None:
         return self.tools_by_name.get(name)
