@@ -8,10 +8,11 @@ read on the 16x retail world, where a Rust or CEL binding converted the whole st
 
 An evaluation sees `$args` (the call's arguments, defaults filled in), `$state`, `$before` (the state before the
 call; `$state` is the state after the effects inside a read), the grounding's `let` names, and simia's functions
-(`$pointer`, `$newid`, `$round`). It is deterministic and does no I/O; it is bounded in time, depth and size
+(`$pointer`, `$newid`, `$round`, `$float`, `$string`). It is deterministic and does no I/O; it is bounded in time, depth and size
 (`Bounds`), and a failure is an `ExpressionError`, never a crash. Numbers keep Python's JSON types: a sum of prices
-stays a float (`100.0`) and `$round` rounds the binary value as Python's `round` does, so an answer reads byte for
-byte as the Python API it mirrors writes it (JSONata's own model has one number type and would write `100`).
+stays a float (`100.0`), `$round` rounds the binary value as Python's `round` does, `$float` is Python's `float` and
+`$string` writes a number as Python's `str` does, so an answer reads byte for byte as the Python API it mirrors
+writes it (JSONata's own model has one number type and would write `100`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ __all__ = [
     "parse_problem",
 ]
 
-RESERVED_NAMES = frozenset({"args", "state", "before", "call", "pointer", "newid", "round"})
+RESERVED_NAMES = frozenset({"args", "state", "before", "call", "pointer", "newid", "round", "float", "string"})
 """Variable names simia binds in every evaluation: a `let` cannot take them."""
 
 
@@ -280,8 +281,29 @@ def _functions_for(bounds: Bounds, id_seed: Callable[[], str] | None) -> dict[st
             raise ExpressionError("$round's digits are a whole number")
         return round(number, digits) if isinstance(number, float) or digits < 0 else number
 
+    def float_(value: Any) -> Any:
+        """Python's float: `$float(3)` is 3.0 (a whole number written as a float, as `float()` gives it)."""
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ExpressionError(f"$float takes a number or a numeric string, not {type(value).__name__}")
+        try:
+            return float(value)
+        except ValueError as exc:
+            raise ExpressionError(f"$float: {value!r} is not a number") from exc
+
+    def string(value: Any = None, prettify: Any = False) -> Any:
+        """JSONata's $string, with a number written as Python writes it (`$string(2.0)` is "2.0")."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ExpressionError(f"$string: {value} is not a JSON number")
+            return str(value)
+        return _functions.Functions.string(value, bool(prettify))
+
     return {
         "pointer": jsonata.Jsonata.JLambda(pointer),
         "newid": jsonata.Jsonata.JLambda(newid),
         "round": jsonata.Jsonata.JLambda(round_),
+        "float": jsonata.Jsonata.JLambda(float_),
+        "string": jsonata.Jsonata.JLambda(string),
     }
