@@ -10,10 +10,9 @@ An evaluation sees `$args` (the call's arguments, defaults filled in), `$state`,
 call; `$state` is the state after the effects inside a read), the grounding's `let` names, and simia's functions
 (`$pointer`, `$newid`, `$round`, `$float`, `$string`). It is deterministic and does no I/O; it is bounded in time,
 depth and size (`Bounds`), and a failure is an `ExpressionError`, never a crash. Numbers keep Python's JSON types:
-a sum of prices
-stays a float (`100.0`), `$round` rounds the binary value as Python's `round` does, `$float` is Python's `float` and
-`$string` writes a number as Python's `str` does, so an answer reads byte for byte as the Python API it mirrors
-writes it (JSONata's own model has one number type and would write `100`).
+a sum of prices stays a float (`100.0`), `$round` rounds the binary value as Python's `round` does, `$float` is
+Python's `float` and `$string` writes a number as Python's `str` does, so an answer reads byte for byte as the
+Python API it mirrors writes it (JSONata's own model has one number type and would write `100`).
 """
 
 from __future__ import annotations
@@ -21,15 +20,19 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import jsonata
-from jsonata import functions as _functions
-from jsonata import utils as _utils
+_LIMIT = sys.getrecursionlimit()
+import jsonata  # noqa: E402  (it raises the process's recursion limit to 10,000 on import: put back below)
+from jsonata import functions as _functions  # noqa: E402
+from jsonata import utils as _utils  # noqa: E402
+
+sys.setrecursionlimit(_LIMIT)  # the server's own limits (a JSON body nested 5,000 deep is a parse error) stay
 
 __all__ = [
     "RESERVED_NAMES",
