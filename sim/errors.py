@@ -4,6 +4,7 @@
     ├── WorldError            a world folder is invalid (carries every WorldIssue found)
     ├── UnknownWorldError     a world name that is not loaded
     ├── StateError            a state patch does not apply or breaks the state schema
+    ├── ExpressionError       a declaration's JSONata expression does not parse, fails or runs past its bounds
     ├── StoreConfigError      a --db target no store implementation opens
     │   └── StoreSchemaError      a database of a newer schema than this simia's, or not simia's
     ├── StoreConflict         an episode moved on since the caller read it (another replica committed)
@@ -40,6 +41,7 @@ __all__ = [
     "BackendRejected",
     "BackendTimeout",
     "BackendUnavailable",
+    "ExpressionError",
     "GradeError",
     "ImportSourceError",
     "SchemaTooLarge",
@@ -94,6 +96,11 @@ class UnknownWorldError(SimiaError):
         self.name = name
         self.known = known
         super().__init__(f"unknown world {name!r}; loaded worlds: {', '.join(sorted(known)) or '(none)'}")
+
+
+class ExpressionError(SimiaError):
+    """A declaration's JSONata expression does not parse, fails (a type error, a division by zero), or runs past
+    its bounds (`simia.sim.world.expressions`); the message says which and where."""
 
 
 class StateError(SimiaError):

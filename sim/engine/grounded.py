@@ -37,6 +37,7 @@ from ..world import (
     apply_patch,
     canonical_json,
     compact_json,
+    evaluate,
     fill_jsonpath,
     fill_pointer,
     fill_value,
@@ -44,7 +45,6 @@ from ..world import (
     resolve_pointer,
     state_hash,
 )
-from ..world.expressions import evaluate
 
 __all__ = ["Broken", "Plan", "Refused", "contradiction", "facts", "merged_patch", "plan_call", "undeclared"]
 

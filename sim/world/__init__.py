@@ -7,7 +7,7 @@ its tools for agents and trainers. Everything here is data and pure functions: n
 
 from __future__ import annotations
 
-from .expressions import Bounds, ExpressionError
+from .expressions import Bounds, ExpressionError, evaluate
 from .files import atomic_write_text, check_target, write_world
 from .grounding import (
     UNFILLED,
@@ -104,6 +104,7 @@ __all__ = [
     "check_touched",
     "compact_json",
     "default_worlds_dir",
+    "evaluate",
     "fill_jsonpath",
     "fill_pointer",
     "fill_value",

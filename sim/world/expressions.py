@@ -32,6 +32,8 @@ import jsonata  # noqa: E402  (it raises the process's recursion limit to 10,000
 from jsonata import functions as _functions  # noqa: E402
 from jsonata import utils as _utils  # noqa: E402
 
+from ..errors import ExpressionError  # noqa: E402
+
 sys.setrecursionlimit(_LIMIT)  # the server's own limits (a JSON body nested 5,000 deep is a parse error) stay
 
 __all__ = [
@@ -45,11 +47,6 @@ __all__ = [
 
 RESERVED_NAMES = frozenset({"args", "state", "before", "call", "pointer", "newid", "round", "float", "string"})
 """Variable names simia binds in every evaluation: a `let` cannot take them."""
-
-
-class ExpressionError(Exception):
-    """An expression failed: it does not parse, it raised (a type error, a division by zero), or it ran past its
-    bounds. `message` says which and where."""
 
 
 @dataclass(frozen=True)
