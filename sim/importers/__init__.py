@@ -1,6 +1,7 @@
-"""Importers: a world's tools from a real MCP server's listing or an API description, and a model's draft of the
-state and tasks such a world lacks (`bootstrap`). Each builds an `ImportedWorld` and reports what it skipped
-or changed, and why; nothing here speaks MCP or HTTP (the clients layer reads the listing).
+"""Importers: a world's tools from a real MCP server's listing, an API description or tau2-bench's package (read
+in tau2's own venv by a probe script), and a model's draft of the state and tasks such a world lacks
+(`bootstrap`). Each builds an `ImportedWorld` and reports what it skipped or changed, and why; nothing here speaks
+MCP or HTTP (the clients layer reads the listing).
 """
 
 from __future__ import annotations
@@ -20,9 +21,13 @@ from .mcp import (
     world_from_listing,
 )
 from .openapi import OperationFilter, import_openapi
+from .tau2 import INSTALL_HINT as TAU2_INSTALL_HINT
+from .tau2 import TAU2_FILE, domain_declarations, run_probe, tau2_hash, world_from_tau2
 
 __all__ = [
     "MAX_SPEC_BYTES",
+    "TAU2_FILE",
+    "TAU2_INSTALL_HINT",
     "BootstrapConfig",
     "BootstrapReport",
     "ImportedWorld",
@@ -34,12 +39,16 @@ __all__ = [
     "bootstrap",
     "check_probe_calls",
     "check_task",
+    "domain_declarations",
     "import_openapi",
     "is_read_only",
     "load_spec",
     "normal_modes",
     "parse_probe_calls",
     "real_server_record",
+    "run_probe",
+    "tau2_hash",
     "upgrade_schema",
     "world_from_listing",
+    "world_from_tau2",
 ]

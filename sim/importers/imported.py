@@ -1,10 +1,11 @@
-"""An imported world before it is written: tools from a real MCP server or an API description, plus a report.
+"""An imported world before it is written: tools from a real MCP server, an API description or a benchmark's
+package, plus a report.
 
-Both importers (`simia import mcp`, `simia import openapi`) build an `ImportedWorld`: the
+The importers (`simia import mcp`, `simia import openapi`, `simia import tau2`) build an `ImportedWorld`: the
 world's header, its tools in MCP wire shape (plus simia's `errors`), optional reference
 examples, and a `report` that says what was skipped or changed and why. `files()` renders
-the world folder (world.yaml, tools.json, policy.md, examples/, a state.json skeleton, import_report.json) for
-`simia.sim.world.files.write_world`.
+the world folder (world.yaml, tools.json, policy.md, examples/, a state.json skeleton or the source's own state,
+tasks.jsonl, files the importer attaches, import_report.json) for `simia.sim.world.files.write_world`.
 """
 
 from __future__ import annotations
@@ -70,6 +71,11 @@ class ImportedWorld:
     source: str = ""
     real_server: dict[str, Any] | None = None  # where tools routed `real` go (an MCP import records its server)
     state: dict[str, Any] | None = None  # an initial state skeleton (REST collections keyed by id, still empty)
+    skeleton: bool = True  # false: `state` is the source's real data (tau2-bench's database), not drafted over
+    state_schema: dict[str, Any] | None = None
+    simulator: dict[str, Any] | None = None  # world.yaml's simulator hints
+    tasks: list[dict[str, Any]] = field(default_factory=list)  # tasks.jsonl, one task a line
+    attachments: dict[str, str] = field(default_factory=dict)  # more files beside the world (relative path -> text)
 
     def skipped(self) -> list[ReportEntry]:
         return [entry for entry in self.report if entry.kind == "skipped"]
@@ -82,6 +88,10 @@ class ImportedWorld:
         header["version"] = self.version
         if self.real_server is not None:
             header["real_server"] = self.real_server
+        if self.simulator:
+            header["simulator"] = self.simulator
+        if self.state_schema is not None:
+            header["state_schema"] = self.state_schema
         files = {
             "world.yaml": yaml.dump(header, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100),
             "tools.json": json.dumps(self.tools, indent=1, ensure_ascii=False) + "\n",
@@ -93,7 +103,11 @@ class ImportedWorld:
         report: dict[str, Any] = {"source": self.source, "report": [vars(entry) for entry in self.report]}
         if self.state is not None:
             files["state.json"] = json.dumps(self.state, indent=1, ensure_ascii=False) + "\n"
-            report[SKELETON_KEY] = self.state  # `simia bootstrap` drafts over it: it is not hand-written
+            if self.skeleton:
+                report[SKELETON_KEY] = self.state  # `simia bootstrap` drafts over it: it is not hand-written
+        if self.tasks:
+            files["tasks.jsonl"] = "".join(json.dumps(task, ensure_ascii=False) + "\n" for task in self.tasks)
+        files.update(self.attachments)
         files[REPORT_FILE] = json.dumps(report, indent=1, ensure_ascii=False) + "\n"
         return files
 

