@@ -481,6 +481,16 @@ def _tasks(
             task["rubric"] = rubric
         if expected:
             task["expected_state"] = expected
+        if "DB" in basis:
+            task["state_exact"] = True  # tau2's whole-database check: nothing else changed
+        actions = [a for a in criteria.get("actions") or [] if a.get("requestor", "assistant") == "assistant"]
+        if "ACTION" in basis and actions:
+            task["expected_actions"] = [
+                {"name": a["name"], "arguments": a.get("arguments") or {}, "compare_args": a.get("compare_args")}
+                for a in actions
+            ]
+        if "COMMUNICATE" in basis and criteria.get("communicate_info"):
+            task["communicate_info"] = [str(info) for info in criteria["communicate_info"]]
         if probed["initial"]["patch"]:
             task["initial_state_patch"] = probed["initial"]["patch"]
         task["tags"] = ["tau2", f"tau2:{document['domain']}", *(f"reward:{b}" for b in basis)]
@@ -583,20 +593,16 @@ def _rubric(record: Mapping[str, Any]) -> str:
     purpose = (record.get("description") or {}).get("purpose")
     if purpose:
         lines.append(f"What this task tests: {str(purpose).strip()}")
-    checks = [str(a) for a in criteria.get("nl_assertions") or []]
-    checks += [f"The agent tells the user: {info}" for info in criteria.get("communicate_info") or []]
+    checks = [str(a) for a in criteria.get("nl_assertions") or []]  # the rest are the task's rule checks
     for assertion in criteria.get("env_assertions") or []:
         call = f"{assertion['func_name']}({_arguments(assertion.get('arguments') or {})})"
         side = "the user's device" if assertion.get("env_type") == "user" else "the agent's database"
         checks.append(f"On {side}, {call} is {assertion.get('assert_value', True)}")
-    if "ACTION" in basis:
-        calls = [f"{a['name']}({_arguments(a.get('arguments') or {})})" for a in criteria.get("actions") or []]
-        if calls:
-            checks.append("These calls are made: " + "; ".join(calls))
-    if "DB" in basis:
+    users = [a for a in criteria.get("actions") or [] if a.get("requestor") == "user"]
+    if "ACTION" in basis and users:  # the user's own calls: simia's worlds have no user tools yet
         checks.append(
-            "The database ends exactly as tau2's gold actions leave it: the expected state holds and nothing else "
-            "changed"
+            "The user makes these calls: "
+            + "; ".join(f"{a['name']}({_arguments(a.get('arguments') or {})})" for a in users)
         )
     if checks:
         lines.append("Checks:\n" + "\n".join(f"- {check}" for check in checks))

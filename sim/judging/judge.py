@@ -291,7 +291,11 @@ def _base_verdict(task: Task | None, view: EpisodeView) -> Verdict:
     """A verdict with the model-free parts filled in: rule checks, transcript mismatches, infra failures."""
     found = mismatches(view.transcript, view.calls)
     return Verdict(
-        rule_checks=rule_checks(task, view.final_state) if task else [],
+        rule_checks=rule_checks(
+            task, view.final_state, initial_state=view.initial_state, calls=view.calls, transcript=view.transcript
+        )
+        if task
+        else [],
         transcript_mismatches=[text for text, _ in found],
         fabricated=any(fabricated for _, fabricated in found),
         infra_failures=view.infra_failures,
@@ -301,6 +305,8 @@ def _base_verdict(task: Task | None, view: EpisodeView) -> Verdict:
 
 
 def _failed_rule(rule: RuleCheck, final_state: dict[str, Any]) -> str:
+    if not rule.pointer.startswith("/"):  # state_exact, expected_actions[i], communicate_info[i]
+        return f"rule {rule.pointer or 'state'}: expected {json.dumps(rule.expected)}, found {json.dumps(rule.actual)}"
     if rule.expected != "absent" and is_missing(resolve_pointer(final_state, rule.pointer)):
         return f"rule {rule.pointer}: expected {json.dumps(rule.expected)}, but nothing is at this pointer"
     return f"rule {rule.pointer}: expected {json.dumps(rule.expected)}, found {json.dumps(rule.actual)}"

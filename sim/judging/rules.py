@@ -1,4 +1,6 @@
-"""Rule checks: a task's `expected_state` (JSON Pointer -> value, or {"$absent": true}) evaluated on a state.
+"""Rule checks: a task's `expected_state` (JSON Pointer -> value, or {"$absent": true}) evaluated on a state, and
+the checks tau2-bench makes beside it: `state_exact` (nothing else changed), `expected_actions` (calls made) and
+`communicate_info` (facts told to the user).
 
 No model is needed: the state is explicit, so whether a goal holds is computed. The judge, bootstrap (a
 drafted task's goal must not hold at the start) and the verdict read these.
@@ -7,10 +9,13 @@ drafted task's goal must not hold at the start) and the verdict read these.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 from typing import Any
 
+from ..errors import StateError
 from ..verdict import RuleCheck
-from ..world import ABSENT, Task, is_missing, resolve_pointer
+from ..world import ABSENT, Task, apply_patch, is_missing, resolve_pointer, state_diff
 
 __all__ = ["check_holds", "json_equal", "rule_checks", "value_holds"]
 
@@ -41,8 +46,17 @@ def check_holds(state: dict[str, Any], pointer: str, expected: Any) -> tuple[boo
     return value_holds(actual, expected), actual
 
 
-def rule_checks(task: Task, final_state: dict[str, Any]) -> list[RuleCheck]:
-    """Evaluate `expected_state` (JSON Pointer -> value, or {"$absent": true}) on the final state."""
+def rule_checks(
+    task: Task,
+    final_state: dict[str, Any],
+    *,
+    initial_state: dict[str, Any] | None = None,
+    calls: Sequence[Any] | None = None,
+    transcript: list[dict[str, Any]] | None = None,
+) -> list[RuleCheck]:
+    """Evaluate `expected_state` (JSON Pointer -> value, or {"$absent": true}) on the final state; with the initial
+    state, `state_exact`; with the calls made (each with `tool` and `arguments`), `expected_actions`; and
+    `communicate_info` on the transcript's assistant messages (no transcript: those fail, nothing was told)."""
     out = []
     for pointer, expected in task.expected_state.items():
         passed, actual = check_holds(final_state, pointer, expected)
@@ -54,4 +68,66 @@ def rule_checks(task: Task, final_state: dict[str, Any]) -> list[RuleCheck]:
                 passed=passed,
             )
         )
+    if task.state_exact and initial_state is not None:
+        out.append(_nothing_else_changed(task, initial_state, final_state))
+    if task.expected_actions and calls is not None:
+        made = [(str(getattr(c, "tool", "")), getattr(c, "arguments", None) or {}) for c in calls]
+        for i, action in enumerate(task.expected_actions):
+            found = any(action.matches(tool, arguments) for tool, arguments in made)
+            out.append(
+                RuleCheck(
+                    pointer=f"expected_actions[{i}]",
+                    expected={"name": action.name, "arguments": action.arguments},
+                    actual="called" if found else "not called",
+                    passed=found,
+                )
+            )
+    if task.communicate_info:
+        told = _told(transcript)
+        for i, info in enumerate(task.communicate_info):
+            passed = _normal(info) in told
+            out.append(
+                RuleCheck(
+                    pointer=f"communicate_info[{i}]",
+                    expected=info,
+                    actual="told" if passed else ("no transcript" if transcript is None else "not told"),
+                    passed=passed,
+                )
+            )
     return out
+
+
+def _nothing_else_changed(task: Task, initial: dict[str, Any], final: dict[str, Any]) -> RuleCheck:
+    """The final state is the initial one with `expected_state` applied: the differences left are listed."""
+    ops = []
+    for pointer, value in task.expected_state.items():
+        there = not is_missing(resolve_pointer(initial, pointer))
+        if value == ABSENT:
+            ops += [{"op": "remove", "path": pointer}] if there else []
+        else:
+            ops.append({"op": "replace" if there else "add", "path": pointer, "value": value})
+    try:
+        expected = apply_patch(initial, ops, None)
+    except StateError as exc:
+        return RuleCheck(pointer="", expected="nothing else changed", actual=f"unreachable: {exc}", passed=False)
+    other = sorted({op["path"] for op in state_diff(expected, final)})
+    actual = "nothing else changed" if not other else {"also changed": other[:20]}
+    return RuleCheck(pointer="", expected="nothing else changed", actual=actual, passed=not other)
+
+
+def _normal(text: str) -> str:
+    return re.sub(r"\s+", " ", text.lower().replace(",", "")).strip()
+
+
+def _told(transcript: list[dict[str, Any]] | None) -> str:
+    """What the assistant said, as `communicate_info` is compared: lowercased, commas and runs of spaces aside."""
+    said: list[str] = []
+    for message in transcript or []:
+        if message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            said.append(content)
+        elif isinstance(content, list):
+            said += [str(part.get("text", "")) for part in content if isinstance(part, dict)]
+    return _normal(" \n ".join(said))

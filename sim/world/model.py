@@ -32,6 +32,7 @@ __all__ = [
     "ABSENT",
     "GENERIC_ERRORS",
     "Example",
+    "ExpectedAction",
     "RealServer",
     "SimulatorHints",
     "Task",
@@ -296,6 +297,23 @@ class Example(_Strict):
     messages: list[dict[str, Any]]
 
 
+class ExpectedAction(_Strict):
+    """A call a task expects the agent to make (tau2-bench's gold action)."""
+
+    name: str = Field(min_length=1, description="The tool.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="The arguments the call must have.")
+    compare_args: list[str] | None = Field(
+        default=None, description="Compare only these arguments (default: all of `arguments`)."
+    )
+
+    def matches(self, tool: str, arguments: Mapping[str, Any]) -> bool:
+        """Whether a call of `tool` with `arguments` is this action (the compared arguments equal as JSON)."""
+        names = self.arguments.keys() if self.compare_args is None else self.compare_args
+        return tool == self.name and all(
+            canonical_json(arguments.get(n)) == canonical_json(self.arguments.get(n)) for n in names
+        )
+
+
 class Task(_Strict):
     """Something an agent is asked to do in a world, with what the judge needs to score it."""
 
@@ -325,6 +343,21 @@ class Task(_Strict):
         default=None,
         description="How the simulated user behaves (`simia.sim.world.personas`: cooperative, terse, confused, "
         "impatient, adversarial); none: cooperative, or what the rollout chooses.",
+    )
+    state_exact: bool = Field(
+        default=False,
+        description="The final state must be the initial state with expected_state applied: nothing else changed "
+        "(tau2-bench's whole-database check; a task whose goal changes nothing then checks that nothing changed).",
+    )
+    expected_actions: list[ExpectedAction] = Field(
+        default_factory=list,
+        description="Calls the agent must make, each matched by a call of that tool with those arguments "
+        "(tau2-bench's ACTION check).",
+    )
+    communicate_info: list[str] = Field(
+        default_factory=list,
+        description="Facts the agent must tell the user: each must appear in an assistant message of the "
+        "transcript (case and commas aside, as tau2-bench compares them).",
     )
     tags: list[str] = Field(default_factory=list)
     split: str = Field(
