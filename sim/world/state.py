@@ -296,7 +296,24 @@ class _Overlay(dict[str, Any]):
 
 
 _ROOT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "title", "description", "$schema"}
+_DEFINITIONS = ("$defs", "definitions")
+"""Where a root schema keeps the subschemas its `#/$defs/...` references name (a pydantic model's JSON Schema)."""
 _COLLECTION_KEYWORDS = {"type", "additionalProperties", "title", "description"}
+_COMPOSED: dict[tuple[int, int], tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
+
+
+def _in_context(root: dict[str, Any], sub: dict[str, Any]) -> dict[str, Any]:
+    """`sub` as a schema of its own: with the root's definitions beside it, so its `#/$defs/...` references resolve
+    as they did in the root (one object per pair: compiled validators are cached by the schema's identity)."""
+    if not any(key in root for key in _DEFINITIONS) or any(key in sub for key in _DEFINITIONS):
+        return sub
+    entry = _COMPOSED.get((id(root), id(sub)))
+    if entry is None or entry[0] is not root or entry[1] is not sub:
+        if len(_COMPOSED) > 4096:
+            _COMPOSED.clear()
+        composed = {**sub, **{key: root[key] for key in _DEFINITIONS if key in root}}
+        entry = _COMPOSED[(id(root), id(sub))] = (root, sub, composed)
+    return entry[2]
 
 
 def check_touched(
@@ -309,7 +326,7 @@ def check_touched(
     the touched records only; a schema using other keywords at those levels is checked on the touched top-level
     values, or (at the root) whole.
     """
-    if whole or not set(schema) <= _ROOT_KEYWORDS or schema.get("type", "object") != "object":
+    if whole or not set(schema) <= _ROOT_KEYWORDS | set(_DEFINITIONS) or schema.get("type", "object") != "object":
         return validate_instance(schema, state)
     problems = [f"$: {name!r} is a required property" for name in schema.get("required", []) if name not in state]
     properties: dict[str, Any] = schema.get("properties") or {}
@@ -325,6 +342,7 @@ def check_touched(
         if name not in state:
             continue
         sub = properties.get(name, extra)
+        sub = _in_context(schema, sub) if isinstance(sub, dict) else sub
         if sub is False:
             problems.append(f"$: additional property {name!r} is not allowed")
             continue
@@ -337,13 +355,15 @@ def check_touched(
             keys is None
             or not isinstance(value, dict)
             or not isinstance(record, dict)
-            or not set(sub) <= _COLLECTION_KEYWORDS
+            or not set(sub) <= _COLLECTION_KEYWORDS | set(_DEFINITIONS)
         ):
             problems += [f"$.{name}{p[1:]}" for p in validate_instance(sub, value)]
             continue
         for key in sorted(keys):
             if key in value:
-                problems += [f"$.{name}.{key}{p[1:]}" for p in validate_instance(record, value[key])]
+                problems += [
+                    f"$.{name}.{key}{p[1:]}" for p in validate_instance(_in_context(schema, record), value[key])
+                ]
     return problems
 
 
