@@ -123,9 +123,14 @@ def evaluate(
     depth = [0]
 
     steps = [0]
+    counted: list[bool] = []  # per step entered: whether it counted towards the depth
 
     def entry(_expr: Any, _input: Any, env: Any) -> None:
-        if env.is_parallel_call:
+        # JSONata sets is_parallel_call on a shared frame while it builds an array or object and leaves it set, so
+        # the exit of a step must undo what its own entry did, not read the flag again.
+        counts = not env.is_parallel_call
+        counted.append(counts)
+        if not counts:
             return
         depth[0] += 1
         if depth[0] > bounds.max_depth:
@@ -135,9 +140,8 @@ def evaluate(
             _check_time(started, bounds)
 
     def leave(_expr: Any, _input: Any, env: Any, result: Any) -> None:
-        if env.is_parallel_call:
-            return
-        depth[0] -= 1
+        if counted and counted.pop():
+            depth[0] -= 1
         if isinstance(result, str | list) and len(result) > bounds.max_items:
             raise ExpressionError(f"builds a value of {len(result):,} items, over the limit of {bounds.max_items:,}")
 

@@ -14,7 +14,7 @@ import yaml
 from simia.cli import main
 from simia.sim.backends import ScriptedBackend
 from simia.sim.engine import Simulator, Step, ToolCall
-from simia.sim.world import load_world, load_worlds
+from simia.sim.world import evaluate, load_world, load_worlds
 
 STATE = {
     "users": {
@@ -320,3 +320,8 @@ def test_a_bad_expression_fails_the_load_naming_the_tool_field_and_fix(
 
 def test_the_computing_world_validates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", str(shop(tmp_path))]) == 0
+
+
+def test_a_map_building_arrays_and_objects_over_many_items_is_not_a_runaway_recursion() -> None:
+    # JSONata leaves a frame flag set after building an array or object; the depth bound must not count it
+    assert evaluate('$count($map([1..250], function($i) { [1, {"a": $i, "b": 2}] }))', {}) == 250
