@@ -45,7 +45,9 @@ __all__ = [
     "parse_problem",
 ]
 
-RESERVED_NAMES = frozenset({"args", "state", "before", "call", "pointer", "newid", "round", "float", "string"})
+RESERVED_NAMES = frozenset(
+    {"args", "state", "before", "call", "pointer", "newid", "round", "float", "string", "number"}
+)
 """Variable names simia binds in every evaluation: a `let` cannot take them."""
 
 
@@ -308,8 +310,15 @@ def _functions_for(bounds: Bounds, id_seed: Callable[[], str] | None) -> dict[st
             return str(value)
         return _functions.Functions.string(value, bool(prettify))
 
+    def number(value: Any = None) -> Any:
+        """JSONata's $number, with a numeral read as JSON reads it: "123" is 123, "1.5" and "1.0" floats."""
+        if isinstance(value, str) and re.fullmatch(r"-?(0|[1-9][0-9]*)", value.strip()):
+            return int(value)
+        return _functions.Functions.number(value)
+
     return {
         "pointer": jsonata.Jsonata.JLambda(pointer),
+        "number": jsonata.Jsonata.JLambda(number),
         "newid": jsonata.Jsonata.JLambda(newid),
         "round": jsonata.Jsonata.JLambda(round_),
         "float": jsonata.Jsonata.JLambda(float_),

@@ -50,11 +50,17 @@ async def test_an_imported_rest_world_validates_and_answers_get_after_post_from_
         got = await client.call_tool("getBook", {"book_id": "emma"})
         listed = await client.call_tool("listBooks", {})
         missing = await client.call_tool("getBook", {"book_id": "dune"})
+        ada = {"name": "Ada Byron", "email": "ada@example.org"}
+        joined = await client.call_tool("registerMember", {"body": ada})  # the id is the server's: drawn
+        member = await client.call_tool("getMember", {"member_id": (joined.structured_content or {}).get("id", "")})
     stored = {**book, "id": "emma"}
     assert (posted.is_error, posted.structured_content) == (False, stored)
     assert (got.is_error, got.structured_content) == (False, stored)
     assert (listed.is_error, listed.structured_content) == (False, {"books": [stored]})
     assert missing.is_error and "not_found" in str(missing.content)
+    new_id = (joined.structured_content or {}).get("id")
+    assert isinstance(new_id, str) and (joined.is_error, joined.structured_content) == (False, {**ada, "id": new_id})
+    assert (member.is_error, member.structured_content) == (False, {**ada, "id": new_id})
 
 
 def test_the_name_flag_still_wins_over_the_folder_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

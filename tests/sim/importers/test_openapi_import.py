@@ -181,8 +181,8 @@ def test_the_report_says_what_was_skipped_and_changed_and_the_policy_names_the_c
         ReportEntry(
             "note",
             "POST /items",
-            "no grounding proposed: the new record's id is not an argument (no argument 'itemId' names it): "
-            "the model picks it",
+            "grounding proposed: the server makes the new id (id): simia draws 8 lowercase letters and digits, "
+            "never one in use (its own scheme, not the server's)",
         ),
     ]
     assert (world.name, world.title, world.version, world.description) == (
