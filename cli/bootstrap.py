@@ -1,5 +1,5 @@
 """`simia bootstrap`: a model drafts the state and tasks of a world that has tools but lacks them, and the
-groundings of its tools that declare none."""
+groundings of its tools that declare none (checked against the calls recorded in `--recorded DB`, if given)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from simia.sim.errors import WorldError
-from simia.sim.importers import BootstrapConfig, bootstrap
+from simia.sim.importers import BootstrapConfig, BootstrapReport, bootstrap
 
-from ._common import CliError, add_model_flags, add_worlds_dir, backend, load_world_set, positive
+from ._common import CliError, add_model_flags, add_worlds_dir, backend, load_world_set, open_db, positive
 
 __all__ = ["register"]
 
@@ -31,8 +31,17 @@ def _bootstrap(args: argparse.Namespace) -> int:
     folder = _folder(args)
     model = backend(args.backend, args)
     config = BootstrapConfig(entities=args.entities, tasks=args.tasks, force=args.force, groundings=args.groundings)
+    recorded = open_db(args.recorded, must_exist=True, flag="--recorded") if args.recorded else None
+
+    async def run() -> BootstrapReport:
+        try:
+            return await bootstrap(folder, model, config, recorded=recorded)
+        finally:
+            if recorded is not None:
+                await recorded.close()
+
     try:
-        report = asyncio.run(bootstrap(folder, model, config))
+        report = asyncio.run(run())
     except WorldError as exc:
         problems = "; ".join(str(issue) for issue in exc.issues[:3])
         raise CliError(f"{folder}: the world does not load ({problems}); fix it first (`simia validate`)") from None
@@ -54,6 +63,12 @@ def register(sub: Any) -> None:
         dest="groundings",
         action="store_false",
         help="do not draft groundings for the tools that declare none (drafted, each is kept only if it runs)",
+    )
+    p.add_argument(
+        "--recorded",
+        metavar="DB",
+        help="a database of the world's runs (a SQLite file or Postgres URL, as `simia serve --db`): a drafted "
+        "grounding must answer the tool's calls recorded there (real-server or declared answers) as recorded",
     )
     add_worlds_dir(p)
     p.set_defaults(func=_bootstrap)

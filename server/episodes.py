@@ -59,7 +59,7 @@ class EpisodeService:
         real: RealTools | None = None,
     ) -> None:
         self.worlds = worlds
-        self.real = real or RealTools(max_sessions=settings.max_real_sessions)
+        self.real = real if real is not None else RealTools(max_sessions=settings.max_real_sessions)
         self.simulator = simulator
         self.store = store
         self.settings = settings

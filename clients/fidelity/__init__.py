@@ -14,12 +14,17 @@ Writes (tools not annotated `readOnlyHint`) run on the real server only when all
 The sequence is a calls file (`run_fidelity`) or what the built-in agent does on one of the world's
 tasks against the real server (`run_agent_fidelity`: its calls and the real answers are recorded, then
 replayed on the simulation).
+
+With no real server, a world whose tools are declared exactly is its own reference (`declared`,
+`run_declared_fidelity`): the declarations answer each call exactly, a model simulates the same world without
+them on the same state, and the state each side left is scored too, split by how many fields the call changes.
 """
 
 from __future__ import annotations
 
 from .compare import CallComparison
 from .consistency_checks import Check, Consistency, Pair, consistency, pairs, summary
+from .declared import CallSequence, exact_tools, example_sequences, run_declared_fidelity, task_sequences
 from .real import RecordingClient, tool_drift
 from .report import AgentSummary, FidelityReport
 from .run import load_calls, run_agent_fidelity, run_fidelity
@@ -28,17 +33,22 @@ from .simulation import replay
 __all__ = [
     "AgentSummary",
     "CallComparison",
+    "CallSequence",
     "Check",
     "Consistency",
     "FidelityReport",
     "Pair",
     "RecordingClient",
     "consistency",
+    "exact_tools",
+    "example_sequences",
     "load_calls",
     "pairs",
     "replay",
     "run_agent_fidelity",
+    "run_declared_fidelity",
     "run_fidelity",
     "summary",
+    "task_sequences",
     "tool_drift",
 ]

@@ -1,20 +1,32 @@
 """Agreement of one call: the real server's answer and the simulated step side by side, scored on outcome
 (both answered or both failed with an agent error), the simulated answer's fit to the tool's output schema,
 shared key paths (structure), equal JSON leaves (values) and, for two errors, the error code. An `Answer` is
-one side's answer in one shape, so the consistency checks read both sides alike."""
+one side's answer in one shape, so the consistency checks read both sides alike. Where the real side is a
+state too (the world's declarations, `declared`), `state_change` scores the state the simulated call left
+against the one the exact call left: the share of the changed fields that agree."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import mcp_types as types
 from simia.sim.engine import Step, ToolCall
 from simia.sim.schema import validate_instance
 from simia.sim.world import ToolSpec, World
 
-__all__ = ["Answer", "CallComparison", "compare", "leaves", "real_answer", "simulated_answer"]
+__all__ = [
+    "Answer",
+    "CallComparison",
+    "StateChange",
+    "change_bucket",
+    "compare",
+    "leaves",
+    "real_answer",
+    "simulated_answer",
+    "state_change",
+]
 
 
 @dataclass
@@ -41,6 +53,9 @@ class CallComparison:
     constant: float = 0.0  # what the constant simulator scores on this call
     grade: dict[str, dict[str, Any]] | None = None  # `--grade`: dimension -> {"score", "reason"}
     grade_error: str | None = None  # `--grade`: why this step has no grade
+    changed: int | None = None  # against the declarations: the state fields the exact call changed
+    state: float | None = None  # against the declarations: the share of changed fields that agree (`state_change`)
+    state_disagrees: list[str] | None = None  # against the declarations: where they do not (JSON Pointers, 20 at most)
 
     @property
     def agreement(self) -> float:
@@ -137,3 +152,96 @@ def leaves(value: Any, path: str = "") -> dict[str, Any]:
             out.update(leaves(item, f"{path}/{i}"))
         return out or {path: []}
     return {path: value}
+
+
+_MISSING: Any = type("_Missing", (), {"__repr__": lambda self: "MISSING"})()
+"""A field one side of a state change lacks."""
+_SHOWN_FIELDS = 20  # fields a call's `state_disagrees` names
+
+
+class StateChange(NamedTuple):
+    """The state one call left on each side, from the same state before it.
+
+    Attributes:
+        changed: how many fields (JSON leaves, an empty object or list being one) the exact call changed.
+        agreement: the share of the fields either side changed that hold the same value on both sides after the
+            call; None when neither changed any (a read: nothing to score).
+        disagrees: the fields whose values differ after the call (JSON Pointers, sorted; 20 at most).
+    """
+
+    changed: int
+    agreement: float | None
+    disagrees: list[str]
+
+
+def state_change(before: Any, exact: Any, simulated: Any) -> StateChange:
+    """Score the state a simulated call left (`simulated`) against the one the exact call left (`exact`), both
+    from `before`. O(what they changed) for states that share their unchanged parts with `before`, as patched
+    states do: an unchanged part is skipped by identity."""
+    want, got = _changed(before, exact), _changed(before, simulated)
+    fields = want.keys() | got.keys()
+    if not fields:
+        return StateChange(0, None, [])
+    wrong = sorted(
+        path
+        for path in fields
+        if not _same(
+            want[path][1] if path in want else got[path][0],  # the exact value: as before where it did not change it
+            got[path][1] if path in got else want[path][0],
+        )
+    )
+    return StateChange(len(want), (len(fields) - len(wrong)) / len(fields), wrong[:_SHOWN_FIELDS])
+
+
+def change_bucket(changed: int) -> str:
+    """Where a call falls by the state fields its exact call changes: `0`, `1`, `2-3` or `4+` (the writes that
+    change many fields are where simulators fail: EnvSimBench's state change cliff)."""
+    return "0" if changed == 0 else "1" if changed == 1 else "2-3" if changed <= 3 else "4+"
+
+
+def _changed(before: Any, after: Any, path: str = "") -> dict[str, tuple[Any, Any]]:
+    """The leaves that differ between two JSON values, by path: (before, after), `_MISSING` where absent."""
+    if before is after:
+        return {}
+    out: dict[str, tuple[Any, Any]] = {}
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in before.keys() | after.keys():
+            out.update(_changed(before.get(key, _MISSING), after.get(key, _MISSING), f"{path}/{_token(key)}"))
+        return out
+    if isinstance(before, list) and isinstance(after, list):
+        for i in range(max(len(before), len(after))):
+            out.update(
+                _changed(
+                    before[i] if i < len(before) else _MISSING, after[i] if i < len(after) else _MISSING, f"{path}/{i}"
+                )
+            )
+        return out
+    old = {} if before is _MISSING else _pointers(before, path)
+    new = {} if after is _MISSING else _pointers(after, path)
+    for leaf in old.keys() | new.keys():
+        a, b = old.get(leaf, _MISSING), new.get(leaf, _MISSING)
+        if not _same(a, b):
+            out[leaf] = (a, b)
+    return out
+
+
+def _pointers(value: Any, path: str) -> dict[str, Any]:
+    """`leaves`, keyed by JSON Pointers (`~` and `/` in a key escaped)."""
+    if isinstance(value, dict) and value:
+        return {p: v for key, item in value.items() for p, v in _pointers(item, f"{path}/{_token(key)}").items()}
+    if isinstance(value, list) and value:
+        return {p: v for i, item in enumerate(value) for p, v in _pointers(item, f"{path}/{i}").items()}
+    return {path: value}
+
+
+def _token(key: Any) -> str:
+    return str(key).replace("~", "~0").replace("/", "~1")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Two leaves alike as JSON: 1 is 1.0, but true is not 1 (and an absent leaf is only itself)."""
+    if a is _MISSING or b is _MISSING or isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    return type(a) is type(b) and bool(a == b)

@@ -1,7 +1,9 @@
 """The fidelity report: each call as the real server and the simulation answered it, their agreement per
 tool, per source (model-answered or answered from the state) and overall, each beside what the null and the
 constant simulator score on the same calls, the consistency pairs and the step grades, as a text table or a
-JSON object."""
+JSON object. Against the world's declarations (`declared`) the real side is the exact answer and its state: the
+report adds the state agreement per tool and overall, and splits the calls by the state fields the exact call
+changes (`by_change`) instead of by source."""
 
 from __future__ import annotations
 
@@ -11,10 +13,13 @@ from typing import Any
 
 from simia.sim.judging import DIMENSIONS
 
-from .compare import CallComparison
+from .compare import CallComparison, change_bucket
 from .consistency_checks import Check, Pair, summary
 
-__all__ = ["AgentSummary", "FidelityReport"]
+__all__ = ["BUCKETS", "AgentSummary", "FidelityReport"]
+
+BUCKETS = ("0", "1", "2-3", "4+")
+"""The state fields an exact call changes, as `by_change` groups the calls (`compare.change_bucket`)."""
 
 
 @dataclass
@@ -37,6 +42,8 @@ class FidelityReport:
     constant_code: str | None = None  # the constant simulator's one error code (`baselines`)
     agent: AgentSummary | None = None
     stopped: str = ""  # the real server failed mid-run: what happened (the report covers the calls before)
+    declared: bool = False  # the real side is the world's declarations (no server): state changes are scored too
+    skipped: list[str] = field(default_factory=list)  # against the declarations: the calls not scored, and why
 
     def agreement(self) -> float:
         return _mean([c.agreement for c in self.calls]) or 0.0
@@ -44,6 +51,16 @@ class FidelityReport:
     def baselines(self) -> tuple[float, float]:
         """(null, constant): what those simulators score over the same calls."""
         return _mean([c.null for c in self.calls]) or 0.0, _mean([c.constant for c in self.calls]) or 0.0
+
+    def state_agreement(self) -> float | None:
+        """The mean share of changed state fields that agree, over the calls that changed any (None: no such
+        call, or not against the declarations)."""
+        return _mean([c.state for c in self.calls if c.state is not None])
+
+    def by_change(self) -> dict[str, dict[str, Any]]:
+        """The calls grouped by the state fields their exact call changes (`BUCKETS`), each group's figures."""
+        groups = {bucket: [c for c in self.calls if change_bucket(c.changed or 0) == bucket] for bucket in BUCKETS}
+        return {bucket: {**_figures(calls), "state": _state(calls)} for bucket, calls in groups.items()}
 
     @property
     def repeated_read(self) -> Check:
@@ -79,6 +96,8 @@ class FidelityReport:
                 "values": _mean([c.values for c in mine if c.values is not None]),
                 **{k: v for k, v in _figures(mine).items() if k != "calls"},
             }
+            if self.declared:
+                tools[tool]["state"] = _state(mine)
             if self.graded:
                 tools[tool]["grade"] = _mean(
                     [sum(c.grade[d]["score"] for d in DIMENSIONS) / 5 for c in mine if c.grade]
@@ -102,24 +121,31 @@ class FidelityReport:
             "grades": self.grades() if self.graded else None,
             "tools": self.per_tool(),
             "calls": [{**asdict(c), "agreement": c.agreement} for c in self.calls],
-        }
+        } | (
+            {"state_agreement": self.state_agreement(), "by_change": self.by_change(), "skipped": self.skipped}
+            if self.declared
+            else {}
+        )
 
     def render(self) -> str:
         lines = [self.agent_line()] if self.agent else []
-        figures = ["outcome", "schema_valid", "structure", "values", "agreement", "null", "constant"]
-        figures += ["grade"] if self.graded else []
+        figures = ["outcome", "schema_valid", "structure", "values", "agreement"]
+        figures += ["state"] if self.declared else []
+        figures += ["null", "constant"] + (["grade"] if self.graded else [])
         rows: list[tuple[str, ...]] = [("TOOL", "CALLS", *(f.split("_")[0].upper() for f in figures))]
         for tool, s in self.per_tool().items():
             rows.append((tool, str(s["calls"]), *(_fmt(s[k]) for k in figures)))
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        lines += _table(rows)
         null, constant = self.baselines()
         always = f" (always {self.constant_code})" if self.constant_code else ""
         lines.append(
             f"agreement {self.agreement():.2f} over {len(self.calls)} calls;"
             f" null simulator {null:.2f}, constant simulator {constant:.2f}{always}"
         )
-        lines.append("by source: " + "; ".join(_source_line(k, s) for k, s in self.by_source().items()))
+        if self.declared:
+            lines += self._state_lines()
+        else:
+            lines.append("by source: " + "; ".join(_source_line(k, s) for k, s in self.by_source().items()))
         for name, check in (("repeated read", self.repeated_read), ("read after write", self.read_after_write)):
             lines.append(f"{name}: {_check_line(check)}")
         if self.graded:
@@ -128,9 +154,22 @@ class FidelityReport:
             lines.append(
                 f"grades (1-5): {means}" + (f"  ({failed} steps not graded; see the report)" if failed else "")
             )
+        lines += [f"skipped: {note}" for note in self.skipped]
         if self.stopped:
             lines.append(f"stopped: {self.stopped}")
         return "\n".join(lines)
+
+    def _state_lines(self) -> list[str]:
+        """The state agreement, then the calls by the state fields their exact call changes."""
+        writes = sum(1 for c in self.calls if c.state is not None)
+        lines = [
+            f"state {_fmt(self.state_agreement())} over {writes} call{'s' * (writes != 1)} changing the state"
+            " (null and constant simulators change nothing: 0.00)"
+        ]
+        rows: list[tuple[str, ...]] = [("CHANGED", "CALLS", "AGREEMENT", "STATE", "NULL", "CONSTANT")]
+        for bucket, s in self.by_change().items():
+            rows.append((bucket, str(s["calls"]), *(_fmt(s[k]) for k in ("agreement", "state", "null", "constant"))))
+        return lines + _table(rows)
 
     def agent_line(self) -> str:
         a = self.agent
@@ -147,6 +186,17 @@ def _figures(calls: Sequence[CallComparison]) -> dict[str, Any]:
         "null": _mean([c.null for c in calls]),
         "constant": _mean([c.constant for c in calls]),
     }
+
+
+def _state(calls: Sequence[CallComparison]) -> float | None:
+    """The mean state agreement of the calls that changed the state (None: none did)."""
+    return _mean([c.state for c in calls if c.state is not None])
+
+
+def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    """Rows as left-aligned columns, two spaces apart."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
 def _source_line(source: str, figures: dict[str, Any]) -> str:

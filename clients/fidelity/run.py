@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import mcp_types as types
 from mcp import Client
@@ -23,7 +24,7 @@ from .real import RecordingClient, on_real_server, until_failure, where
 from .report import AgentSummary, FidelityReport
 from .simulation import simulate
 
-__all__ = ["load_calls", "run_agent_fidelity", "run_fidelity"]
+__all__ = ["call_problem", "load_calls", "run_agent_fidelity", "run_fidelity"]
 
 
 def load_calls(path: str | Path, world: World) -> list[ToolCall]:
@@ -45,14 +46,9 @@ def load_calls(path: str | Path, world: World) -> list[ToolCall]:
         except (json.JSONDecodeError, KeyError, TypeError):
             problems.append(f'{path}:{n}: expected a JSON object with "tool" and "arguments"')
             continue
-        spec = world.tool(tool)
-        if spec is None:
-            known = ", ".join(t.name for t in world.tools)
-            problems.append(f"{path}:{n}: unknown tool {tool!r} ({world.name!r} has {known})")
-        elif not isinstance(arguments, dict):
-            problems.append(f"{path}:{n}: {tool} arguments must be a JSON object")
-        elif bad := validate_instance(spec.input_schema, arguments):
-            problems.append(f"{path}:{n}: {tool} arguments break its inputSchema: {bad[0]}")
+        problem = call_problem(world, tool, arguments)
+        if problem:
+            problems.append(f"{path}:{n}: {problem}")
         else:
             calls.append(ToolCall(tool, arguments))
     if problems:
@@ -60,6 +56,17 @@ def load_calls(path: str | Path, world: World) -> list[ToolCall]:
     if not calls:
         raise ValueError(f"{path} holds no calls")
     return calls
+
+
+def call_problem(world: World, tool: str, arguments: Any) -> str:
+    """Why a call of `tool` with `arguments` cannot be played on `world` ("" when it can)."""
+    spec = world.tool(tool)
+    if spec is None:
+        return f"unknown tool {tool!r} ({world.name!r} has {', '.join(t.name for t in world.tools)})"
+    if not isinstance(arguments, dict):
+        return f"{tool} arguments must be a JSON object"
+    bad = validate_instance(spec.input_schema, arguments)
+    return f"{tool} arguments break its inputSchema: {bad[0]}" if bad else ""
 
 
 async def run_fidelity(

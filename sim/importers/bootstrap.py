@@ -1,5 +1,6 @@
 """Bootstrapping a world: a model drafts the state (with its schema), the tasks a world with tools lacks and the
-groundings of tools that declare none (`simia.sim.importers.drafted_groundings`).
+groundings of tools that declare none (`simia.sim.importers.drafted_groundings`; given a database of recorded
+runs, a drafted grounding must also answer the tool's recorded calls as recorded).
 
 Every draft is checked before anything is written: the state must fit the drafted schema;
 each task's `expected_state` rules must fail on
@@ -30,9 +31,10 @@ from ..backends import Backend, CompletionRequest
 from ..errors import BackendError, StateError, WorldError
 from ..judging import rule_checks
 from ..schema import validate_instance
+from ..storage import Store, redact_url
 from ..world import Task, World, apply_patch, atomic_write_text, is_missing, load_world, resolve_pointer, world_card
 from .drafted_groundings import ANSWER as GROUNDINGS_ANSWER
-from .drafted_groundings import draft_groundings
+from .drafted_groundings import Recording, draft_groundings, read_recordings
 from .imported import REPORT_FILE, SKELETON_KEY, normal_modes
 
 __all__ = ["BootstrapConfig", "BootstrapReport", "bootstrap", "check_task"]
@@ -99,6 +101,14 @@ class BootstrapReport:
     tasks_dropped: list[dict[str, Any]] = field(default_factory=list)
     groundings_written: list[str] = field(default_factory=list)
     groundings_dropped: list[dict[str, Any]] = field(default_factory=list)
+    recorded: str = ""
+    """The database whose recorded calls the drafted groundings were checked against ("": none given)."""
+    groundings_reproduced: dict[str, int] = field(default_factory=dict)
+    """Each written grounding's number of recorded calls it answers as recorded (0: none recorded, so it was
+    checked on the drafted state only)."""
+    groundings_rejected: list[dict[str, Any]] = field(default_factory=list)
+    """Each drafted grounding that answered a recorded call otherwise: the first such call (tool, arguments,
+    episode, seq), the recorded and the drafted answer, and why."""
     model_calls: int = 0
     last_model_problem: str = ""
 
@@ -110,7 +120,28 @@ class BootstrapReport:
         ]
         lines += [f"  state problem: {p}" for p in self.state_problems[:5]]
         lines += [f"  dropped task {d['id']}: {'; '.join(d['problems'][:3])}" for d in self.tasks_dropped]
-        lines += [f"  dropped grounding {d['tool']}: {'; '.join(d['problems'][:3])}" for d in self.groundings_dropped]
+        rejected: dict[tuple[str, str], list[int]] = {}  # a model told why often drafts the same again: one line
+        for r in self.groundings_rejected:
+            rejected.setdefault((r["tool"], r["problem"]), []).append(r["attempt"])
+        for d in self.groundings_dropped:
+            why = "; ".join(d["problems"][:3])
+            if all((d["tool"], p) in rejected for p in d["problems"]):
+                why = "its last draft answers a recorded call otherwise (rejected, below)"
+            lines.append(f"  dropped grounding {d['tool']}: {why}")
+        lines += [
+            f"  rejected draft of {tool} (attempt{'s' if len(tries) > 1 else ''} {', '.join(map(str, tries))}): {why}"
+            for (tool, why), tries in rejected.items()
+        ]
+        lines += [
+            f"  grounding {name}: "
+            + (
+                f"reproduces {self.groundings_reproduced[name]} recorded call(s)"
+                if self.groundings_reproduced.get(name)
+                else f"no recorded calls{' in ' + self.recorded if self.recorded else ''}, checked on the drafted "
+                "state only"
+            )
+            for name in self.groundings_written
+        ]
         return "\n".join(lines)
 
 
@@ -295,8 +326,15 @@ async def _complete(
     return completion.data if isinstance(completion.data, dict) else None
 
 
-async def bootstrap(folder: str | Path, backend: Backend, config: BootstrapConfig) -> BootstrapReport:
-    """Draft what the world in `folder` lacks (state, state schema, tasks), check it and write it.
+async def bootstrap(
+    folder: str | Path, backend: Backend, config: BootstrapConfig, *, recorded: Store | None = None
+) -> BootstrapReport:
+    """Draft what the world in `folder` lacks (state, state schema, tasks, groundings), check it and write it.
+
+    Args:
+        recorded: a database of the world's runs: a drafted grounding must answer the tool's calls recorded there
+            (a real server's or a declaration's answers) as recorded. Without it, or for a tool with no recorded
+            calls, a grounding is checked on the drafted state only.
 
     Raises:
         WorldError: the world does not load to begin with, or the result does not (nothing is written then).
@@ -336,8 +374,15 @@ async def bootstrap(folder: str | Path, backend: Backend, config: BootstrapConfi
         async def ask(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
             return await _complete(backend, messages, GROUNDINGS_ANSWER, "world_groundings", config, report)
 
-        groundings, report.groundings_dropped = await draft_groundings(world, state, ask, config.max_attempts)
+        recordings: dict[str, list[Recording]] = {}
+        if recorded is not None:
+            report.recorded = redact_url(recorded.path)  # a report is shared: no password in it
+            undeclared = [tool.name for tool in world.tools if tool.grounding is None]
+            recordings = await read_recordings(recorded, world, undeclared)
+        proposed = await draft_groundings(world, state, ask, config.max_attempts, recordings)
+        groundings, report.groundings_dropped = proposed.kept, proposed.dropped
         report.groundings_written = list(groundings)
+        report.groundings_reproduced, report.groundings_rejected = proposed.reproduced, proposed.rejected
     written = _write(
         folder,
         raw_world,

