@@ -7,14 +7,18 @@ over `max_state_chars` (3,000), so each prompt shows a slice. This test found th
 method kept only in a user's `payment_methods`, got both records cut to stubs, so a simulator answering from
 what it saw had to call the variant unavailable (agreement 0.92); slices now show such records whole, and a
 faithful simulator agrees on every call. Those tests run on a copy of the world without its `grounding`
-declarations, so that every call is model-answered; one more holds the declared (state-answered) calls of the
-shipped world to the same real server."""
+declarations, so that every call is model-answered. The shipped world declares every tool exactly (its writes
+compute refunds, item exchanges and gift card balances in JSONata): one test holds its answers to the same real
+server, and one to the server's own functions on random episodes over varied states (every tool, every
+documented error), answer text and state byte for byte."""
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import importlib.util
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -24,6 +28,8 @@ from typing import Any
 import pytest
 import yaml
 from simia.sim import load_world
+from simia.sim.backends import ScriptedBackend
+from simia.sim.engine import Simulator, ToolCall
 from simia.testing import FakeProvider, parse_simulator_prompt
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -204,5 +210,97 @@ async def test_a_stale_simulator_answers_the_read_after_a_write_as_before_it(tmp
 @pytest.mark.processes
 async def test_the_shipped_worlds_declared_answers_agree_with_the_real_server(tmp_path: Path) -> None:
     _, report = await fidelity(tmp_path, simulator, "declared", world=WORLD)
-    assert report["by_source"]["state"]["calls"] > 0
+    assert report["by_source"]["state"]["calls"] == len(CALLS)  # every call, the writes included: no model
     assert [(c["index"], c["tool"], c["source"]) for c in report["calls"] if c["agreement"] < 1.0] == []
+
+
+def varied(rng: random.Random, state: dict[str, Any]) -> dict[str, Any]:
+    """`state` with orders in any status, a second payment or none, an item twice; prices of items and variants
+    changed (some whole numbers written as integers), variants available or not; gift cards with new balances."""
+    state = copy.deepcopy(state)
+    for order in state["orders"].values():
+        order["status"] = rng.choice(["pending", "pending", "delivered", "delivered", "processed", "cancelled"])
+        if rng.random() < 0.3:
+            method = rng.choice(list(state["users"][order["user_id"]]["payment_methods"]))
+            order["payment_history"].append(
+                {"transaction_type": "payment", "amount": round(rng.uniform(0, 50), 2), "payment_method_id": method}
+            )
+        if rng.random() < 0.1:
+            order["payment_history"] = []
+        if rng.random() < 0.3:
+            order["items"].append(copy.deepcopy(order["items"][0]))
+        for item in order["items"]:
+            item["price"] = rng.choice([item["price"], round(item["price"])])
+    for product in state["products"].values():
+        for variant in product["variants"].values():
+            variant["available"] = rng.random() < 0.8
+            variant["price"] = rng.choice([variant["price"], round(rng.uniform(1, 99), 2), rng.randint(1, 99)])
+    for user in state["users"].values():
+        for method in user["payment_methods"].values():
+            if method["source"] == "gift_card":
+                method["balance"] = round(rng.uniform(0, 30), 2)
+    return state
+
+
+def random_call(rng: random.Random, state: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A call of any tool, most of them writes, naming what the state holds more often than not."""
+    orders, users, products = state["orders"], state["users"], state["products"]
+    variants = {v: p for p in products.values() for v in p["variants"]}
+    order_id = rng.choice([*orders, "#W9999"])
+    order = orders.get(order_id, {"user_id": "", "items": []})
+    methods = [*users.get(order["user_id"], {}).get("payment_methods", {}), rng.choice(["paypal_5150", "nope"])]
+    held = [item["item_id"] for item in order["items"]] or ["I0"]
+    item_ids = [rng.choice([*held, *held, rng.choice(list(variants))]) for _ in range(rng.choice([1, 1, 2, 3]))]
+
+    def other(item_id: str) -> str:
+        product = variants.get(item_id)
+        return rng.choice(list(product["variants"])) if product and rng.random() < 0.85 else rng.choice(list(variants))
+
+    email = rng.choice([*(u["email"] for u in users.values()), "nobody@example.com"])
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("find_user_by_email", {"email": rng.choice([email, email.upper(), f" {email} "])}),
+        ("get_user_details", {"user_id": rng.choice([*users, "nobody"])}),
+        ("get_order_details", {"order_id": order_id}),
+        ("list_products", {}),
+        ("get_product_details", {"product_id": rng.choice([*products, "P999"])}),
+        ("modify_pending_order_address", {"order_id": order_id, **ADDRESS, "zip": "78701"}),
+        ("transfer_to_human_agent", {"summary": "a price adjustment"}),
+    ]
+    writes: list[tuple[str, dict[str, Any]]] = [
+        ("cancel_pending_order", {"order_id": order_id, "reason": "no longer needed"}),
+        ("modify_pending_order_items", {
+            "order_id": order_id, "item_ids": item_ids, "payment_method_id": rng.choice(methods),
+            "new_item_ids": [other(i) for i in item_ids] + (["I1002"] if rng.random() < 0.05 else []),
+        }),
+        ("return_delivered_order_items",
+         {"order_id": order_id, "item_ids": item_ids, "payment_method_id": rng.choice(methods)}),
+    ]  # fmt: skip
+    return rng.choice(writes * 3 + calls)
+
+
+async def test_the_shipped_world_answers_random_episodes_as_the_real_servers_functions_do() -> None:
+    # 100 episodes of 15 calls on varied states: every call answered from the state, with no model, as the real
+    # server answers it (its JSON text byte for byte, or its error code) and leaving the state its patch leaves
+    world, rng = load_world(WORLD), random.Random(7)
+    sim = Simulator(ScriptedBackend([]))  # nothing scripted: a model call would be an infra error
+    seen: set[tuple[str, str | None]] = set()
+    for episode in range(100):
+        state = world.initial_state if episode < 10 else varied(rng, world.initial_state)
+        for _ in range(15):
+            tool, arguments = random_call(rng, state)
+            step = await sim.step(world, state, [], ToolCall(tool, arguments))
+            assert step.error_kind != "infra", step.detail
+            try:
+                output, patch = retail.TOOLS[tool](state, arguments)
+            except retail.RetailError as exc:
+                assert (step.source, step.error_code, step.state) == ("state", exc.code, state), (tool, arguments)
+                seen.add((tool, exc.code))
+                continue
+            real = copy.deepcopy(state)
+            retail.apply(real, patch)
+            assert (step.source, step.is_error, step.text) == ("state", False, json.dumps(output)), (tool, arguments)
+            assert json.dumps(step.state) == json.dumps(real), (tool, arguments)  # members in the same order too
+            seen.add((tool, None))
+            state = step.state
+    # every tool answered, and every documented error of every tool met
+    assert seen == {(t.name, None) for t in world.tools} | {(t.name, e.code) for t in world.tools for e in t.errors}
