@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from ..engine.grounded import Broken, Plan, Refused, plan_call
 from ..errors import StateError
+from ..judging import json_equal
 from ..records import REFUSED_ARGUMENTS, EventRecord, result_text
 from ..schema import validate_instance
 from ..storage import Store
@@ -486,7 +487,7 @@ def _differs(planned: Plan | Refused | Broken, call: Recording) -> str:
     if not planned.exact and isinstance(planned.output, dict) and isinstance(call.output, dict):
         declared = planned.output if planned.read_key is None else {planned.read_key: planned.read_value}
         for name, value in declared.items():  # the model writes the rest of a guided answer
-            if name not in call.output or not _json_equal(value, call.output[name]):
+            if name not in call.output or not json_equal(value, call.output[name]):
                 return f"gives another output.{name}"
     if call.patch is None:
         return ""
@@ -508,19 +509,7 @@ def _same_output(output: Any, call: Recording) -> bool:
     answer that was not JSON (a real server's plain text) is compared as the text the drafted output is sent as."""
     if call.output is None:
         return result_text(output if output is not None else {}) == call.text
-    return _json_equal(output, call.output)
-
-
-def _json_equal(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(v, b[k]) for k, v in a.items())
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict | list) or isinstance(b, dict | list):
-        return False
-    return bool(a == b)
+    return json_equal(output, call.output)
 
 
 def _overlaps(path: str, other: str) -> bool:
