@@ -63,6 +63,10 @@ RATIO_LINES = {
     ],
     "viewer.py": [r"runs first page p50 [\d.]+ ms = [\d.]+x healthz"],
     "tau2.py": [r"retail +db check 5/5 \(doing nothing \d/5\)  byte-equal (\d+)/\1 \(100\.0%\)  no model (\d+)/\2"],
+    "tau2_differential.py": [
+        r"differential retail: \d+ sequences, \d+ calls, 0 answer disagreements, 0 state disagreements "
+        r"\(disagreement rate 0\.0000\), 0 model calls"
+    ],
 }
 MARKS = {  # beyond `processes` (each bench runs as a subprocess)
     "local_latency.py": [pytest.mark.local_model],
@@ -79,7 +83,8 @@ def test_every_bench_runs_quick_and_prints_its_ratio(name: str) -> None:
     assert name in RATIO_LINES, f"add the ratio line(s) that bench/{name} prints to RATIO_LINES"
     # A model bench runs on 2 shared cores beside three other workers: its one call can take minutes there.
     timeout = 600 if pytest.mark.local_model in MARKS.get(name, []) else 180
-    tau2 = {"SIMIA_TAU2_PYTHON": str(trainer_venv("tau2", TAU2))} if name == "tau2.py" else {}  # tau2's own venv
+    tau2_benches = ("tau2.py", "tau2_differential.py")
+    tau2 = {"SIMIA_TAU2_PYTHON": str(trainer_venv("tau2", TAU2))} if name in tau2_benches else {}  # tau2's own venv
     env = {**os.environ, **tau2}
     run = subprocess.run(
         [sys.executable, str(BENCH / name), "--quick"],
