@@ -29,7 +29,7 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,7 @@ class DomainResult:
     no_model: int = 0
     model_requests: int = 0
     seconds: float = 0.0
-    first_mismatches: list[str] | None = None
+    first_mismatches: list[str] = field(default_factory=list)
 
     def row(self) -> str:
         share = (lambda n: f"{n / self.calls:.1%}") if self.calls else (lambda n: "-")
@@ -79,7 +79,7 @@ async def replay_domain(python: str, domain: str, limit: int | None, folder: Pat
         requests.append(request)
         raise RuntimeError("bench/tau2.py: a call the declarations do not answer asked the model")
 
-    result = DomainResult(domain, first_mismatches=[])
+    result = DomainResult(domain)
     store = open_store(folder / f"{domain}.db")
     port = free_port()
     app = build_server({world.name: world}, FunctionBackend(no_model), store, ServerSettings(port=port))
@@ -104,7 +104,7 @@ async def _replay_task(client: SimiaClient, world: str, task: dict[str, Any], re
             result.calls += 1
             if text == action["content"] and bool(answer.is_error) == bool(action["error"]):
                 result.byte_equal += 1
-            elif result.first_mismatches is not None and len(result.first_mismatches) < 5:
+            elif len(result.first_mismatches) < 5:
                 result.first_mismatches.append(
                     f"task {task['id']} {action['name']}: tau2 {action['content'][:160]!r} | simia {text[:160]!r}"
                 )
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         results = [asyncio.run(replay_domain(args.python, d, limit, Path(tmp))) for d in domains]
     for r in results:
         print(r.row())
-        for line in r.first_mismatches or []:
+        for line in r.first_mismatches:
             print("   mismatch:", line)
     return 0
 
