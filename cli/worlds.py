@@ -16,7 +16,8 @@ __all__ = ["register"]
 def _validate(args: argparse.Namespace) -> int:
     report = load_worlds(args.paths)
     for name, world in report.worlds.items():
-        print(f"ok    {name}  ({world.source}: {len(world.tools)} tools, {len(world.tasks)} tasks)")
+        user = f", {len(world.user_tools)} user tools" if world.user_tools else ""
+        print(f"ok    {name}  ({world.source}: {len(world.tools)} tools{user}, {len(world.tasks)} tasks)")
     problems = 0
     for error in report.errors:
         print(f"FAIL  {error.world}" + (f"  ({error.source})" if error.source else ""), file=sys.stderr)

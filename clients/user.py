@@ -4,14 +4,22 @@ It plays a persona (`simia.sim.world.personas`: cooperative by default, terse, c
 states its request, reveals `user_hidden` facts only when asked, and ends the conversation (`done: true`) when
 the goal is met or clearly impossible; `mark` names the persona on the user messages of the transcript handed
 to the judge, which checks that the user kept its rules.
+
+In a dual-control world (the world's `user_tools`: tau2-bench's telecom, where the user toggles airplane mode on
+their own phone) `use_tools` gives it those tools and a way to call them (the episode's `user_mcp_url`): a turn may
+then call them, read their results and call again (at most `max_tool_rounds` times) before it answers the agent.
+Its calls are the episode's events (`side: user`); they stay out of the agent's transcript.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from simia.sim.backends import Backend, CompletionRequest, Usage
-from simia.sim.world import USER_RULES, mark_persona
+from simia.sim.backends.actions import action_schema
+from simia.sim.world import USER_RULES, ToolLike, mark_persona, tool_card
 from simia.sim.world import persona as persona_of
 
 __all__ = ["UserSimulator"]
@@ -21,6 +29,9 @@ SCHEMA = {
     "properties": {"message": {"type": "string"}, "done": {"type": "boolean"}},
     "required": ["message", "done"],
 }
+
+UserToolCaller = Callable[[str, dict[str, Any]], Awaitable[str]]
+"""Calls one of the user's own tools (name, arguments) and gives its result text."""
 
 
 class UserSimulator:
@@ -40,8 +51,13 @@ class UserSimulator:
         temperature: float = 0.7,
         seed: int | None = None,
         persona: str | None = None,
+        max_tool_rounds: int = 5,
     ) -> None:
         self.persona = played = persona_of(persona)
+        self.max_tool_rounds = max_tool_rounds
+        self.tools: list[ToolLike] = []
+        self._call: UserToolCaller | None = None
+        self.tool_calls = 0
         self.backend = backend
         self.instruction = instruction
         self.hidden = hidden
@@ -68,12 +84,50 @@ class UserSimulator:
             }
         ]
 
+    def use_tools(self, tools: Sequence[ToolLike], call: UserToolCaller) -> None:
+        """Give the user its own tools (a dual-control world's) and how to call them."""
+        self.tools = list(tools)
+        self._call = call
+        if self.tools:
+            cards = "\n".join(tool_card(t) for t in self.tools)
+            self.messages[0]["content"] += (
+                f"\n# Your own tools (on your device; the agent cannot use them)\n{cards}\n"
+                "When the agent asks you to do or check something on your device, call the tool: add "
+                '"tool_calls": [{"name", "arguments"}] to your answer; you get the results, then answer again. '
+                "Ground what you tell the agent on those results; never make them up."
+            )
+
     async def _say(self, prompt: str) -> tuple[str, bool]:
         self.messages.append({"role": "user", "content": prompt})
+        for _ in range(self.max_tool_rounds + 1):
+            data = await self._turn()
+            calls = [c for c in data.get("tool_calls") or [] if isinstance(c, dict)] if self._call else []
+            message = str(data.get("message") or "")
+            self.messages.append({"role": "assistant", "content": json.dumps(data, ensure_ascii=False)})
+            if not calls or self._call is None:
+                self.messages[-1] = {"role": "assistant", "content": message}
+                return message, bool(data.get("done"))
+            results = []
+            for call in calls:
+                name, arguments = str(call.get("name")), dict(call.get("arguments") or {})
+                self.tool_calls += 1
+                results.append(f"Result of {name}: {await self._call(name, arguments)}")
+            self.messages.append({"role": "user", "content": "\n".join(results)})
+        self.messages.append({"role": "user", "content": "No more tool calls now: answer the agent."})
+        data = await self._turn(with_tools=False)
+        message = str(data.get("message") or "")
+        self.messages.append({"role": "assistant", "content": message})
+        return message, bool(data.get("done"))
+
+    async def _turn(self, *, with_tools: bool = True) -> dict[str, Any]:
+        schema = SCHEMA
+        if self.tools and with_tools:
+            calls = action_schema(self.tools)["properties"]["tool_calls"]
+            schema = {**SCHEMA, "properties": {**SCHEMA["properties"], "tool_calls": calls}}
         completion = await self.backend.complete(
             CompletionRequest(
                 messages=self.messages,
-                schema=SCHEMA,
+                schema=schema,
                 schema_name="user_turn",
                 max_tokens=self.max_tokens,
                 temperature=self.temperature,
@@ -82,9 +136,7 @@ class UserSimulator:
         )
         self.usage = self.usage + completion.usage
         self._pending = self._pending + completion.usage
-        message = str(completion.data.get("message") or "")
-        self.messages.append({"role": "assistant", "content": message})
-        return message, bool(completion.data.get("done"))
+        return completion.data
 
     async def start(self, instruction: str) -> str:
         message, _ = await self._say("The agent greets you. Write your first message.")

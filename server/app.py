@@ -14,6 +14,7 @@ Routes (JSON; a bearer token is required when any is configured):
     POST /v1/episodes/{id}/fork         {"step"?} -> 201 new episode from that step's state
     POST /v1/episodes/{id}/end          {"transcript"?} -> the ended episode with its verdict
     /episodes/{id}/mcp                  MCP, bound to one episode, every protocol era
+    /episodes/{id}/user/mcp             MCP, the user's own tools in that episode (a world with user_tools)
     /worlds/{name}/mcp                  MCP, each handshake session opens a new episode
 """
 
@@ -124,6 +125,7 @@ class SimiaApp:
             Route("/v1/episodes/{episode_id}", self.get_episode),
             Route("/v1/episodes/{episode_id}/fork", self.fork_episode, methods=["POST"]),
             Route("/v1/episodes/{episode_id}/end", self.end_episode, methods=["POST"]),
+            Mount("/episodes/{episode_id}/user", app=EpisodeGate(self.mcp.user_app, self.service)),
             Mount("/episodes/{episode_id}", app=episode_gate),
             Mount("/worlds/{world}", app=WorldGate(self.mcp.world_app, self.mcp)),
             Mount("/nemo-gym/{world}", app=NemoGym(self.service).routes),
@@ -157,7 +159,11 @@ class SimiaApp:
         self.metrics.live = await self.store.count_live()
         await self.service.start()
         sweeper = asyncio.create_task(self._sweep())
-        async with self.mcp.episode_server.session_manager.run(), self.mcp.world_server.session_manager.run():
+        async with (
+            self.mcp.episode_server.session_manager.run(),
+            self.mcp.world_server.session_manager.run(),
+            self.mcp.user_server.session_manager.run(),
+        ):
             if self.settings.tune_gc:
                 tune_gc()
             try:
@@ -210,7 +216,10 @@ class SimiaApp:
 
     def _episode(self, request: Request, record: Any, model: type[E]) -> E:
         """A stored episode as one of the wire models (`Episode` and its extensions)."""
-        fields = {**record.summary(), "mcp_url": f"{self._base_url(request)}/episodes/{record.id}/mcp"}
+        url = f"{self._base_url(request)}/episodes/{record.id}"
+        fields = {**record.summary(), "mcp_url": f"{url}/mcp"}
+        if self.service.worlds.get(record.world) is not None and self.service.worlds[record.world].user_tools:
+            fields["user_mcp_url"] = f"{url}/user/mcp"
         if issubclass(model, EndedEpisode):
             fields["verdict"] = record.verdict
         return model.model_validate(fields)

@@ -27,7 +27,7 @@ from simia.sim.errors import StoreConflict
 from simia.sim.perturbation import PRE_CALL
 from simia.sim.records import REFUSED_ARGUMENTS, EpisodeRecord, EventRecord
 from simia.sim.storage import Store
-from simia.sim.world import World, compact_json
+from simia.sim.world import Side, World, compact_json
 
 from .errors import ApiError, BadRequest, EpisodeClosed, NotFound, Overloaded
 from .injection import draw_fault, injected, perturbed
@@ -77,7 +77,14 @@ class CallPipeline:
         self.real = real
 
     async def call(
-        self, episode_id: str, principal: str, tool: str, arguments: dict[str, Any], *, request_key: str | None = None
+        self,
+        episode_id: str,
+        principal: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        request_key: str | None = None,
+        side: Side = "agent",
     ) -> EventRecord:
         """Simulate one tool call and commit it; returns the committed event.
 
@@ -92,7 +99,7 @@ class CallPipeline:
             async with entry.lock:
                 try:
                     world, event = await self._call_serialized(
-                        entry, episode_id, principal, tool, arguments, request_key
+                        entry, episode_id, principal, ToolCall(tool, arguments, side), request_key
                     )
                 finally:
                     self.live.rest(episode_id, entry)
@@ -108,8 +115,7 @@ class CallPipeline:
         entry: LiveEpisode,
         episode_id: str,
         principal: str,
-        tool: str,
-        arguments: dict[str, Any],
+        call: ToolCall,
         request_key: str | None,
     ) -> tuple[str, EventRecord]:
         """`_call_locked`; when another replica committed first, run again on the reloaded episode, holding it
@@ -117,9 +123,9 @@ class CallPipeline:
         for attempt in range(CONFLICT_RETRIES):
             try:
                 if attempt == 0:
-                    return await self._call_locked(entry, episode_id, principal, tool, arguments, request_key)
+                    return await self._call_locked(entry, episode_id, principal, call, request_key)
                 async with self.store.hold(episode_id):
-                    return await self._call_locked(entry, episode_id, principal, tool, arguments, request_key)
+                    return await self._call_locked(entry, episode_id, principal, call, request_key)
             except StoreConflict:
                 entry.record = None  # another process committed (or ended it): reload from the store
                 self.metrics.conflicts += 1
@@ -135,10 +141,10 @@ class CallPipeline:
         entry: LiveEpisode,
         episode_id: str,
         principal: str,
-        tool: str,
-        arguments: dict[str, Any],
+        call: ToolCall,
         request_key: str | None,
     ) -> tuple[str, EventRecord]:
+        tool, arguments = call.tool, call.arguments
         episode = await self.live.load(episode_id, entry)
         if episode is None or episode.principal != principal:
             raise NotFound(f"no episode {episode_id!r}; create one with POST /v1/episodes")
@@ -165,19 +171,23 @@ class CallPipeline:
                 error_code=code,
                 error_kind="infra",
                 request_key=request_key,
+                side=call.side,
             )
             event = await self.store.commit_event(episode_id, event, expected_seq=episode.seq)
             entry.applied(episode, event, None)
             return world.name, event
         max_bytes = self.settings.max_argument_bytes
-        routed_event, fell_back = await routed(
-            self.real, episode_id, world, tool, arguments, request_key, max_argument_bytes=max_bytes
+        user = call.side == "user"  # the user's own tool: never routed to a real server, never perturbed
+        routed_event, fell_back = (
+            (None, "")
+            if user
+            else await routed(self.real, episode_id, world, tool, arguments, request_key, max_argument_bytes=max_bytes)
         )
         if routed_event is not None:  # answered by the real server (or its failure): the state is unchanged
             event = await self.store.commit_event(episode_id, routed_event, expected_seq=episode.seq)
             entry.applied(episode, event, None)
             return world.name, event
-        fault = draw_fault(episode, world, tool, arguments, max_argument_bytes=max_bytes)
+        fault = None if user else draw_fault(episode, world, tool, arguments, max_argument_bytes=max_bytes)
         if fault is not None and fault.kind in PRE_CALL:
             event = injected(world, tool, arguments, fault, request_key)
             new_state = None
@@ -190,12 +200,12 @@ class CallPipeline:
                 world,
                 state,
                 window,
-                ToolCall(tool, arguments),
+                call,
                 seed=seed,
                 max_argument_bytes=max_bytes,
             )
             new_state = step.state if step.state is not state and step.state_patch else None
-            event = _event_of(step, request_key)
+            event = replace(_event_of(step, request_key), side=call.side)
             if fell_back:
                 event = replace(event, detail=f"{fell_back}; simulated instead. {event.detail}".strip())
             if fault is not None:  # an error answer too: the rate holds (`simia.sim.engine.faults`)
@@ -218,11 +228,11 @@ class CallPipeline:
         note = f"large state patch: {size} bytes (over {LARGE_PATCH_BYTES}); accepted, stored in this event"
         return replace(event, detail=f"{event.detail} {note}".strip())
 
-    def _tool_label(self, world: str, tool: str) -> str:
+    def _tool_label(self, world: str, tool: str, side: Side) -> str:
         """The tool's name as a metrics label: a name the world does not have is `<unknown>`, so an agent that
         guesses names cannot grow `/metrics` by a series per guess."""
         try:
-            known = self.world(world).tool(tool) is not None
+            known = self.world(world).tool(tool, side) is not None
         except ApiError:
             known = False
         return tool if known else "<unknown>"
@@ -233,7 +243,7 @@ class CallPipeline:
         prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
         self.metrics.call(
             world,
-            self._tool_label(world, event.tool),
+            self._tool_label(world, event.tool, "user" if event.side == "user" else "agent"),
             outcome,
             seconds,
             error=(event.error_kind or "agent", event.error_code or "") if event.is_error else None,

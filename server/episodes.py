@@ -12,7 +12,7 @@ from simia.sim.judging import EpisodeView, Judge
 from simia.sim.perturbation import Perturbation
 from simia.sim.records import EpisodeRecord, EventRecord
 from simia.sim.storage import Store
-from simia.sim.world import Parked, State, World, apply_patch, apply_patches, parked_patches
+from simia.sim.world import Parked, Side, State, World, apply_patch, apply_patches, parked_patches
 
 from .calls import CallPipeline
 from .errors import BadRequest, Conflict, NotFound, Overloaded
@@ -202,15 +202,23 @@ class EpisodeService:
         return record is not None and record.principal == principal
 
     async def call(
-        self, episode_id: str, principal: str, tool: str, arguments: dict[str, Any], *, request_key: str | None = None
+        self,
+        episode_id: str,
+        principal: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        request_key: str | None = None,
+        side: Side = "agent",
     ) -> EventRecord:
-        """Simulate one tool call and commit it; returns the committed event (see `CallPipeline.call`).
+        """Simulate one tool call (of the agent's tools, or `side="user"` the user's own) and commit it; returns the
+        committed event (see `CallPipeline.call`).
 
         Bad calls, simulated errors, backend failures and budget hits are all
         events (with `is_error` and `error_kind`); only an unknown or closed
         episode raises.
         """
-        return await self._calls.call(episode_id, principal, tool, arguments, request_key=request_key)
+        return await self._calls.call(episode_id, principal, tool, arguments, request_key=request_key, side=side)
 
     def answered_sessionless(self, episode_id: str, event: EventRecord) -> None:
         """`event`'s result went back to a client without a session (`LiveEpisode.answered_sessionless`): the

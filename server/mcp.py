@@ -39,7 +39,7 @@ from simia.sim.wire import (
     META_REWARD,
     META_SEQ,
 )
-from simia.sim.world import World
+from simia.sim.world import Side, World
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -67,8 +67,9 @@ DATABASE_TEXT = "The tool simulator's database is unavailable. Try again."
 """What the agent reads when the database is down or refused the call's commit (`database_unavailable`, `infra`)."""
 
 
-def tool_list(world: World) -> list[types.Tool]:
-    return [types.Tool.model_validate(tool.mcp_dict()) for tool in world.tools]
+def tool_list(world: World, side: Side = "agent") -> list[types.Tool]:
+    """The tools an MCP client of `world` lists: the agent's, or (`side="user"`) the user's own."""
+    return [types.Tool.model_validate(t.mcp_dict()) for t in (world.user_tools if side == "user" else world.tools)]
 
 
 def _request(ctx: ServerRequestContext[Any]) -> Request:
@@ -132,15 +133,16 @@ async def answer_call(
     rewards: StepRewards | None = None,
     *,
     sessionless: bool = False,
+    side: Side = "agent",
 ) -> types.CallToolResult:
     """One tool call through the service, with the wire's one error rule: every failure is an `isError`
     result with a short, true message (API errors keep their code; anything unexpected is logged and
     becomes `internal_error`), and nothing unexpected leaks onto the wire. With `rewards`, a committed call's
     result carries its step reward (see `call_result`). `sessionless`: the request came without a session and with
     a counter id, so once its result is handed back the same request again is a new call
-    (`LiveEpisode.answered_sessionless`)."""
+    (`LiveEpisode.answered_sessionless`). `side="user"`: a call of the user's own tool."""
     try:
-        event = await service.call(episode_id, principal, name, arguments, request_key=key)
+        event = await service.call(episode_id, principal, name, arguments, request_key=key, side=side)
         if sessionless:
             service.answered_sessionless(episode_id, event)
     except ApiError as exc:
@@ -188,6 +190,7 @@ class McpEndpoints:
         self.owners: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self.max_owners = 4 * max_sessions
         self._tools = {name: tool_list(world) for name, world in service.worlds.items()}
+        self._user_tools = {name: tool_list(world, "user") for name, world in service.worlds.items()}
         schemas: dict[str, list[dict[str, Any]]] = {}
         for world in service.worlds.values():
             for tool in world.tools:
@@ -208,10 +211,22 @@ class McpEndpoints:
             on_list_tools=self._world_list_tools,
             on_call_tool=self._world_call_tool,
         )
+        self.user_server: Server[Any] = Server(
+            "simia-user",
+            version=__version__,
+            instructions="The user's own tools in one simia episode (a dual-control world: the user's device).",
+            on_list_tools=self._user_list_tools,
+            on_call_tool=self._user_call_tool,
+        )
         common = dict(transport_security=security, max_sessions=max_sessions, session_idle_timeout=idle_timeout)
         self.episode_app: Starlette = self.episode_server.streamable_http_app(**common)  # type: ignore[arg-type]
         self.world_app: Starlette = self.world_server.streamable_http_app(**common)  # type: ignore[arg-type]
-        for app in (self.episode_app, self.world_app):  # a path under an MCP URL that is not one: the API's 404
+        self.user_app: Starlette = self.user_server.streamable_http_app(**common)  # type: ignore[arg-type]
+        for app in (
+            self.episode_app,
+            self.world_app,
+            self.user_app,
+        ):  # a path under an MCP URL that is not one: the API's 404
             app.add_exception_handler(HTTPException, http_error)
 
     def forget(self, episode_ids: set[str]) -> None:
@@ -238,6 +253,19 @@ class McpEndpoints:
     ) -> types.CallToolResult:
         request = _request(ctx)
         return await self._call(ctx, request.path_params["episode_id"], principal_of(request), params)
+
+    async def _user_list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        request = _request(ctx)
+        episode = await self.service.get(request.path_params["episode_id"], principal_of(request))
+        return types.ListToolsResult(tools=self._user_tools[episode.world], _meta={META_EPISODE: episode.id})
+
+    async def _user_call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        request = _request(ctx)
+        return await self._call(ctx, request.path_params["episode_id"], principal_of(request), params, side="user")
 
     async def _world_episode(self, ctx: ServerRequestContext[Any]) -> str:
         request = _request(ctx)
@@ -271,7 +299,12 @@ class McpEndpoints:
         return await self._call(ctx, episode_id, principal_of(_request(ctx)), params)
 
     async def _call(
-        self, ctx: ServerRequestContext[Any], episode_id: str, principal: str, params: types.CallToolRequestParams
+        self,
+        ctx: ServerRequestContext[Any],
+        episode_id: str,
+        principal: str,
+        params: types.CallToolRequestParams,
+        side: Side = "agent",
     ) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
         key = request_key(ctx, params.name, arguments)
@@ -280,7 +313,15 @@ class McpEndpoints:
         # unique request id, so a resend of it is a retry whatever happened to the first answer.
         sessionless = "mcp-session-id" not in _request(ctx).headers and isinstance(ctx.request_id, int)
         return await answer_call(
-            self.service, episode_id, principal, params.name, arguments, key, self.rewards, sessionless=sessionless
+            self.service,
+            episode_id,
+            principal,
+            params.name,
+            arguments,
+            key,
+            self.rewards,
+            sessionless=sessionless,
+            side=side,
         )
 
 

@@ -149,6 +149,7 @@ class EventRecord:
     created_at: float = field(default_factory=time.time)
     injected: str | None = None  # the kind of an injected fault (simia.sim.engine.faults), else None
     source: str = "simulated"  # "real": answered by the world's real server (a tool with `route: real`)
+    side: str = "agent"  # "user": a call of the user's own tool (a dual-control world's `user_tools`)
 
     @property
     def counts_as_call(self) -> bool:
@@ -191,6 +192,7 @@ class EventRecord:
             "time": self.created_at,
             "injected": self.injected,
             "source": self.source,
+            "side": self.side,
         }
 
 

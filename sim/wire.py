@@ -270,6 +270,11 @@ class Episode(_Answer):
     updated_at: float = 0.0
     ended_at: float | None = None
     mcp_url: str = ""
+    user_mcp_url: str | None = Field(
+        default=None,
+        description="MCP URL of the user's own tools in this episode (a dual-control world's user_tools), for the "
+        "user simulator; none when the world has none.",
+    )
 
 
 class EndedEpisode(Episode):
@@ -297,6 +302,7 @@ class Event(_Answer):
     time: float = 0.0
     injected: str | None = None
     source: Literal["real", "simulated", "state"] = "simulated"  # state: the tool's grounding answered, no model
+    side: Literal["agent", "user"] = "agent"  # user: a call of the user's own tool (the episode's user_mcp_url)
 
 
 class EpisodeDetail(EndedEpisode):

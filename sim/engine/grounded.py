@@ -44,9 +44,20 @@ from ..world import (
     is_missing,
     resolve_pointer,
     state_hash,
+    with_functions,
 )
 
-__all__ = ["Broken", "Plan", "Refused", "contradiction", "facts", "merged_patch", "plan_call", "undeclared"]
+__all__ = [
+    "Broken",
+    "Plan",
+    "Refused",
+    "contradiction",
+    "facts",
+    "keep_triggers",
+    "merged_patch",
+    "plan_call",
+    "undeclared",
+]
 
 
 @dataclass(frozen=True)
@@ -100,7 +111,7 @@ def plan_call(
     properties = tool.input_schema.get("properties") or {}
     defaults = {k: v["default"] for k, v in properties.items() if isinstance(v, dict) and "default" in v}
     arguments = {**defaults, **arguments}
-    scope = _Scope(tool, state, arguments, seed)
+    scope = _Scope(tool, state, arguments, seed, world.prelude)
     for name, text in grounding.let.items():
         try:
             scope.variables[name] = scope.evaluate(text)
@@ -160,13 +171,17 @@ def plan_call(
 
 
 class _Scope:
-    """What a call's expressions see: `$args`, `$state` and `$before`, the `let` values; `$newid`'s seed."""
+    """What a call's expressions see: `$args`, `$state` and `$before`, the `let` values, the world's functions
+    (`prelude`); `$newid`'s seed."""
 
-    def __init__(self, tool: ToolSpec, state: State, arguments: Mapping[str, Any], seed: int | None) -> None:
+    def __init__(
+        self, tool: ToolSpec, state: State, arguments: Mapping[str, Any], seed: int | None, prelude: str = ""
+    ) -> None:
         self.tool = tool
         self.state = state
         self.arguments = arguments
         self.seed = seed
+        self.prelude = prelude
         self.variables: dict[str, Any] = {"args": dict(arguments), "state": state, "before": state}
 
     def id_seed(self) -> str:
@@ -174,7 +189,53 @@ class _Scope:
         return f"{self.seed}|{digest}|{self.tool.name}|{canonical_json(self.arguments)}"
 
     def evaluate(self, text: str, **extra: Any) -> Any:
-        return evaluate(text, {**self.variables, **extra}, id_seed=self.id_seed)
+        return evaluate(with_functions(self.prelude, text), {**self.variables, **extra}, id_seed=self.id_seed)
+
+
+def keep_triggers(world: World, before: State, after: State) -> tuple[State, list[dict[str, Any]]]:
+    """The state after `world`'s triggers ran on `after` (the state a call that succeeded left; `before` the one it
+    found), and the operations they applied, each trigger on the state the previous left. An operation that
+    leaves its value as it was is dropped.
+
+    Raises:
+        ExpressionError: a trigger's expression failed, gave no operations, or its operations do not apply.
+    """
+    applied: list[dict[str, Any]] = []
+    state = after
+    for trigger in world.triggers:
+        variables = {"state": state, "before": before}
+        try:
+            ops = _computed(evaluate(with_functions(world.prelude, trigger.expr), variables), "its expression")
+        except ExpressionError as exc:
+            raise ExpressionError(f"trigger {trigger.name!r}: {exc}") from None
+        changing = [op for op in ops if not _restates(state, op)]
+        if not changing:
+            continue
+        try:
+            state = apply_patch(state, changing, None)
+        except StateError as exc:
+            raise ExpressionError(f"trigger {trigger.name!r}: its operations do not apply: {exc}") from None
+        applied.extend(changing)
+    if applied and world.state_schema is not None:
+        try:
+            state = apply_patch(after, applied, world.state_schema)
+        except StateError as exc:
+            raise ExpressionError(f"the triggers break the state schema: {exc}") from None
+    return state, applied
+
+
+def _restates(state: State, op: Mapping[str, Any]) -> bool:
+    """Whether a `replace`, or an `add` of an object's member, would leave the value at its path as it is (an `add`
+    into an array inserts)."""
+    path = op["path"]
+    if op["op"] not in ("add", "replace") or not path:
+        return False
+    if op["op"] == "add" and not isinstance(resolve_pointer(state, path.rsplit("/", 1)[0]), dict):
+        return False
+    current = resolve_pointer(state, path)
+    if is_missing(current):
+        return False
+    return canonical_json(current) == canonical_json(op["value"])
 
 
 def _truthy(value: Any) -> bool:
@@ -206,7 +267,7 @@ def _effects(grounding: Grounding, arguments: Mapping[str, Any], scope: _Scope) 
     ops: list[dict[str, Any]] = []
     for i, effect in enumerate(grounding.effects):
         if isinstance(effect, ComputedEffect):
-            ops.extend(_computed(scope.evaluate(effect.expr), i))
+            ops.extend(_computed(scope.evaluate(effect.expr), f"effects[{i}].expr"))
             continue
         op = effect.operation()
         path = fill_pointer(op["path"], arguments)
@@ -226,7 +287,7 @@ def _effects(grounding: Grounding, arguments: Mapping[str, Any], scope: _Scope) 
 _OPS = {"add": {"value"}, "replace": {"value"}, "test": {"value"}, "remove": set(), "move": {"from"}, "copy": {"from"}}
 
 
-def _computed(value: Any, index: int) -> list[dict[str, Any]]:
+def _computed(value: Any, where: str) -> list[dict[str, Any]]:
     """An effect expression's value as RFC 6902 operations (checked: an op, a path, what the op needs)."""
     if value is None:
         return []
@@ -235,16 +296,16 @@ def _computed(value: Any, index: int) -> list[dict[str, Any]]:
     for item in items:
         if not isinstance(item, dict) or item.get("op") not in _OPS:
             raise ExpressionError(
-                f"effects[{index}].expr gives {compact_json(item)[:120]}, not an RFC 6902 operation "
+                f"{where} gives {compact_json(item)[:120]}, not an RFC 6902 operation "
                 '({"op": "add", "path": "/...", "value": ...})'
             )
         needs = _OPS[item["op"]]
         path = item.get("path")
         if not isinstance(path, str) or (path and not path.startswith("/")):
-            raise ExpressionError(f"effects[{index}].expr gives an operation whose path is no JSON Pointer: {path!r}")
+            raise ExpressionError(f"{where} gives an operation whose path is no JSON Pointer: {path!r}")
         if needs - set(item) or set(item) - {"op", "path"} - needs:
             raise ExpressionError(
-                f"effects[{index}].expr gives a {item['op']!r} operation with members {sorted(item)}; it takes "
+                f"{where} gives a {item['op']!r} operation with members {sorted(item)}; it takes "
                 f"{sorted({'op', 'path'} | needs)}"
             )
         ops.append(item)

@@ -103,6 +103,11 @@ def system_prompt(world: World, *, example_chars: int = 4000) -> str:
     sections.append(
         "# Tools (arguments -> result; `?` marks optional fields)\n" + "\n".join(map(_tool_card, world.tools))
     )
+    if world.user_tools:
+        sections.append(
+            "# The user's own tools (the user calls them on their side: their device, their account)\n"
+            + "\n".join(map(_tool_card, world.user_tools))
+        )
     shared = "\n".join(f"{e.code}: {e.when}" for e in world.shared_errors)
     sections.append(f"# Error codes every tool has\n{shared}")
     examples = _example_text(world, example_chars)

@@ -18,12 +18,12 @@ from functools import cached_property
 from typing import Any, Literal
 
 from ..backends import Backend, CompletionRequest, Usage
-from ..errors import BackendError, BackendOutputError, StateError
+from ..errors import BackendError, BackendOutputError, ExpressionError, StateError
 from ..records import REFUSED_ARGUMENTS, PastCall, result_text
 from ..schema import non_finite_path, validate_instance
 from ..storage import ResponseCache, cache_key
-from ..world import State, ToolSpec, World, apply_patch, as_state, compact_json
-from .grounded import Broken, Plan, Refused, contradiction, facts, merged_patch, plan_call
+from ..world import Side, State, ToolSpec, World, apply_patch, as_state, compact_json
+from .grounded import Broken, Plan, Refused, contradiction, facts, keep_triggers, merged_patch, plan_call
 from .index import StateIndexes
 from .prompts import MAX_ROOTS, PROMPT_VERSION, UserMessage, answer_schema, system_prompt, user_prompt
 from .slicing import StateView, state_view
@@ -40,6 +40,7 @@ class ToolCall:
 
     tool: str
     arguments: dict[str, Any] = field(default_factory=dict)
+    side: Side = "agent"  # "user": a tool of the user's own (a dual-control world's `user_tools`)
 
     @cached_property
     def arguments_json(self) -> str:
@@ -129,10 +130,11 @@ def check_call(world: World, call: ToolCall, *, max_argument_bytes: int = 32_768
     Returns:
         (the tool, None) when the call is valid, else (tool or None, a message for the agent).
     """
-    tool = world.tool(call.tool)
+    tool = world.tool(call.tool, call.side)
     if tool is None:
-        names = ", ".join(t.name for t in world.tools)
-        return None, f"Unknown tool {shown_name(call.tool)!r}. Available tools: {names}."
+        names = ", ".join(t.name for t in (world.user_tools if call.side == "user" else world.tools)) or "none"
+        whose = "the user's tools" if call.side == "user" else "Available tools"
+        return None, f"Unknown tool {shown_name(call.tool)!r}. {whose.capitalize()}: {names}."
     if _too_deep(call.arguments, MAX_ARGUMENT_DEPTH):
         return tool, f"Arguments are nested too deeply (the limit is {MAX_ARGUMENT_DEPTH} levels)."
     try:
@@ -194,7 +196,7 @@ class Simulator:
         current = _current(world, state)
         indexed = self.indexes.index_of(current)
         view = state_view(indexed, call.arguments, world.simulator.max_state_chars)
-        tool = world.tool(call.tool)
+        tool = world.tool(call.tool, call.side)
         plan = plan_call(world, tool, current, call.arguments) if tool is not None and tool.grounding else None
         messages, _ = self._messages(world, window, call, view, plan if isinstance(plan, Plan) else None)
         return messages
@@ -235,7 +237,8 @@ class Simulator:
             return _agent_error(_recordable(call, limit), state, code, problem or "")
         start = time.monotonic()
         try:
-            return await self._step(world, tool, state, window, call, seed, start)
+            step = await self._step(world, tool, state, window, call, seed, start)
+            return _triggered(world, state, step, call, start) if world.triggers and not step.is_error else step
         except Exception as exc:  # a bug here or in a library: a recorded infra failure, never a lost call
             log.exception("simulating %s failed", call.tool)
             detail = f"{type(exc).__name__}: {exc}"[:2000]
@@ -534,6 +537,19 @@ def _from_state(decided: Plan | Refused | Broken, call: ToolCall, state: dict[st
         latency_ms=latency,
         source="state",
     )
+
+
+def _triggered(world: World, state: dict[str, Any], step: Step, call: ToolCall, start: float) -> Step:
+    """`step` with the world's triggers kept after it (in its patch and its state), or, when a trigger fails, an
+    infra failure that changes nothing."""
+    before = _current(world, state)
+    after = before if step.state is state else _current(world, step.state)
+    try:
+        kept, ops = keep_triggers(world, before, after)
+    except ExpressionError as exc:
+        text = "The tool failed to produce a valid result. Try again."
+        return _infra(call, state, "invalid_simulation", text, step.usage, start, step.attempts, detail=str(exc))
+    return replace(step, state=kept, state_patch=[*step.state_patch, *ops]) if ops else step
 
 
 def _feedback(problem: str) -> str:

@@ -66,6 +66,9 @@ class ImportedWorld:
     version: str = "1"
     policy: str = ""
     tools: list[dict[str, Any]] = field(default_factory=list)
+    user_tools: list[dict[str, Any]] = field(default_factory=list)  # the user's own (dual control: tau2's telecom)
+    functions: dict[str, str] = field(default_factory=dict)  # world.yaml's named JSONata functions
+    triggers: list[dict[str, Any]] = field(default_factory=list)  # world.yaml's triggers
     examples: dict[str, dict[str, Any]] = field(default_factory=dict)
     report: list[ReportEntry] = field(default_factory=list)
     source: str = ""
@@ -90,12 +93,18 @@ class ImportedWorld:
             header["real_server"] = self.real_server
         if self.simulator:
             header["simulator"] = self.simulator
+        if self.functions:
+            header["functions"] = self.functions
+        if self.triggers:
+            header["triggers"] = self.triggers
         if self.state_schema is not None:
             header["state_schema"] = self.state_schema
         files = {
             "world.yaml": yaml.dump(header, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100),
             "tools.json": json.dumps(self.tools, indent=1, ensure_ascii=False) + "\n",
         }
+        if self.user_tools:
+            files["user_tools.json"] = json.dumps(self.user_tools, indent=1, ensure_ascii=False) + "\n"
         if self.policy.strip():
             files["policy.md"] = self.policy.strip() + "\n"
         for name, example in self.examples.items():

@@ -170,17 +170,29 @@ def _probe_error(error: dict[str, Any], interpreter: str, tail: str) -> str:
     return f"the tau2 probe failed: {message}" + (f" ({tail})" if tail else "")
 
 
+WORLD_KEYS = ("$functions", "$triggers", "$assertions")
+"""The members of a declarations file that are the world's, not a tool's: named JSONata functions, triggers (state
+kept after every call: telecom's sync of the user's phone with the agent's database) and tau2's env assertion
+functions (name -> a JSONata function of the state and the assertion's arguments)."""
+
+
 def domain_declarations(domain: str) -> dict[str, Any]:
     """The declarations simia ships for a tau2 domain (`tau2_declarations/<domain>.yaml`): tool name ->
-    `{errors, grounding}` (or a bare grounding block)."""
+    `{errors, grounding}` (or a bare grounding block), and the world's `WORLD_KEYS`."""
     resource = importlib.resources.files(_PACKAGE).joinpath(_DECLARATIONS, f"{domain}.yaml")
     if not resource.is_file():
         return {}
     raw = yaml.safe_load(resource.read_text(encoding="utf-8"))
     if raw is None:
         return {}
-    if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
-        raise ImportSourceError(f"{_DECLARATIONS}/{domain}.yaml must map each tool name to {{errors, grounding}}")
+    where = f"{_DECLARATIONS}/{domain}.yaml"
+    if not isinstance(raw, dict) or not all(isinstance(v, dict) for k, v in raw.items() if k not in WORLD_KEYS):
+        raise ImportSourceError(f"{where} must map each tool name to {{errors, grounding}}")
+    for key in ("$functions", "$assertions"):
+        if not isinstance(raw.get(key, {}), dict) or not all(isinstance(v, str) for v in raw.get(key, {}).values()):
+            raise ImportSourceError(f"{where}: {key} must map each name to a JSONata function's text")
+    if not isinstance(raw.get("$triggers", []), list):
+        raise ImportSourceError(f"{where}: $triggers must be a list of {{name, expr}}")
     return raw
 
 
@@ -206,20 +218,19 @@ def world_from_tau2(
     dual = document.get("user_tools") is not None
     answers = _answers(document)
     tools = [_tool(t, answers.get(t["name"], []), report) for t in document["tools"]]
-    _ground(tools, domain, declarations)
-    base = _base_state(document, dual)
-    tasks, replay = _tasks(document, base, dual, report)
-    _check_gold_errors(document, report)
     by_user = _answers(document, "user")
     user_tools = [_tool(t, by_user.get(t["name"], []), report, side="user") for t in document["user_tools"] or []]
-    if user_tools:
-        report.append(
-            ReportEntry(
-                "skipped",
-                f"{len(user_tools)} user tools",
-                f"simia's world has no user tools yet (tau2's dual control): {TAU2_FILE} keeps them",
-            )
-        )
+    blocks = domain_declarations(domain) if declarations is None else dict(declarations)
+    functions: dict[str, str] = dict(blocks.pop("$functions", None) or {})
+    triggers = list(blocks.pop("$triggers", None) or [])
+    assertions: dict[str, str] = dict(blocks.pop("$assertions", None) or {})
+    both = sorted(functions.keys() & assertions.keys())
+    if both:
+        raise ImportSourceError(f"{_DECLARATIONS}/{domain}.yaml: {both[0]!r} is both a function and an assertion")
+    _ground([*tools, *user_tools], domain, blocks)
+    base = _base_state(document, dual)
+    tasks, replay = _tasks(document, base, dual, report, assertions)
+    _check_gold_errors(document, report)
     counts = {split: sum(1 for t in tasks if t["split"] == split) for split in dict.fromkeys(t["split"] for t in tasks)}
     gold = sum(len(t["gold"]) for t in replay)
     report.insert(
@@ -253,7 +264,10 @@ def world_from_tau2(
             t["name"]: {"tool_type": t["type"], "errors": t["errors"], "raises_doc": t.get("raises_doc", [])}
             for t in document["tools"]
         },
-        "user_tools": user_tools,
+        "user_tools": {
+            t["name"]: {"tool_type": t["type"], "errors": t["errors"], "raises_doc": t.get("raises_doc", [])}
+            for t in document["user_tools"] or []
+        },
         "user_simulator_guidelines": document["user_simulator_guidelines"],
         "samples": document.get("samples", []),
         "tasks": replay,
@@ -268,6 +282,9 @@ def world_from_tau2(
         version=version,
         policy=str(document["policy"]),
         tools=tools,
+        user_tools=user_tools,
+        functions={**functions, **assertions},
+        triggers=triggers,
         report=report,
         source=f"tau2 {version} {domain}",
         state=base,
@@ -386,10 +403,9 @@ def _code(template: str, taken: set[str]) -> str:
     return f"{stem[:60]}_{n}"
 
 
-def _ground(tools: list[dict[str, Any]], domain: str, declarations: Mapping[str, Any] | None) -> None:
+def _ground(tools: list[dict[str, Any]], domain: str, blocks: Mapping[str, Any]) -> None:
     """Merge the declarations: each tool's `grounding`, and its `errors` where they are declared (they replace the
     ones read from tau2's source: a declaration's preconditions name its own codes)."""
-    blocks = domain_declarations(domain) if declarations is None else dict(declarations)
     by_name = {t["name"]: t for t in tools}
     where = f"{_DECLARATIONS}/{domain}.yaml"
     for tool_name, block in blocks.items():
@@ -452,9 +468,15 @@ def _renamed(schema: Any, part: str) -> Any:
 
 
 def _tasks(
-    document: Mapping[str, Any], base: dict[str, Any], dual: bool, report: list[ReportEntry]
+    document: Mapping[str, Any],
+    base: dict[str, Any],
+    dual: bool,
+    report: list[ReportEntry],
+    assertions: Mapping[str, str],
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """simia's tasks and tau2.json's replay records, checked against tau2's hashes."""
+    """simia's tasks and tau2.json's replay records, checked against tau2's hashes. An env assertion whose function
+    is declared (`assertions`: its name -> a JSONata function of the state and its arguments) is a task assertion;
+    one that is not stays in the rubric."""
     tasks, replay = [], []
     hashers = _hashers(document, base, dual)
     mismatched: list[str] = []
@@ -476,21 +498,24 @@ def _tasks(
         hidden = _hidden(record)
         if hidden:
             task["user_hidden"] = hidden
-        rubric = _rubric(record)
+        rubric = _rubric(record, assertions)
         if rubric:
             task["rubric"] = rubric
         if expected:
             task["expected_state"] = expected
         if "DB" in basis:
             task["state_exact"] = True  # tau2's whole-database check: nothing else changed
-        actions = [a for a in criteria.get("actions") or [] if a.get("requestor", "assistant") == "assistant"]
-        if "ACTION" in basis and actions:
+        actions = [a for a in criteria.get("actions") or [] if dual or a.get("requestor", "assistant") == "assistant"]
+        if "ACTION" in basis and actions:  # the user's own calls too (tau2 matches calls by name, whoever made them)
             task["expected_actions"] = [
                 {"name": a["name"], "arguments": a.get("arguments") or {}, "compare_args": a.get("compare_args")}
                 for a in actions
             ]
         if "COMMUNICATE" in basis and criteria.get("communicate_info"):
             task["communicate_info"] = [str(info) for info in criteria["communicate_info"]]
+        declared = [a for a in criteria.get("env_assertions") or [] if a["func_name"] in assertions]
+        if "ENV_ASSERTION" in basis and declared:
+            task["assertions"] = [_assertion(a) for a in declared]
         if probed["initial"]["patch"]:
             task["initial_state_patch"] = probed["initial"]["patch"]
         task["tags"] = ["tau2", f"tau2:{document['domain']}", *(f"reward:{b}" for b in basis)]
@@ -537,6 +562,17 @@ def _tasks(
         parts = " and ".join("user database" if key == "user_hash" else "database" for key in hashers)
         report.append(ReportEntry("note", "hashes", f"every task's initial and final state gives tau2's {parts} hash"))
     return tasks, replay
+
+
+def _assertion(assertion: Mapping[str, Any]) -> dict[str, Any]:
+    """A tau2 env assertion as a task assertion: its declared function of the state and its arguments, compared
+    with the value tau2 asserts."""
+    name, arguments = assertion["func_name"], assertion.get("arguments") or {}
+    expected = assertion.get("assert_value", True)
+    side = "user_db" if assertion.get("env_type") == "user" else "db"
+    call = f"${name}($state.{side}, {json.dumps(arguments, ensure_ascii=False)})"
+    message = assertion.get("message") or f"{name}({_arguments(arguments)}) is {expected}"
+    return {"expr": f"{call} = {json.dumps(expected)}", "message": message}
 
 
 def _tasks_named(ids: list[str]) -> str:
@@ -586,24 +622,19 @@ def _hidden(record: Mapping[str, Any]) -> str:
     return "\n\n".join(f"{label}:\n{str(text).strip()}" for label, text in parts if text and str(text).strip())
 
 
-def _rubric(record: Mapping[str, Any]) -> str:
+def _rubric(record: Mapping[str, Any], assertions: Mapping[str, str]) -> str:
     criteria = record.get("evaluation_criteria") or {}
-    basis = criteria.get("reward_basis") or []
     lines = []
     purpose = (record.get("description") or {}).get("purpose")
     if purpose:
         lines.append(f"What this task tests: {str(purpose).strip()}")
     checks = [str(a) for a in criteria.get("nl_assertions") or []]  # the rest are the task's rule checks
     for assertion in criteria.get("env_assertions") or []:
+        if assertion["func_name"] in assertions:  # a task assertion
+            continue
         call = f"{assertion['func_name']}({_arguments(assertion.get('arguments') or {})})"
         side = "the user's device" if assertion.get("env_type") == "user" else "the agent's database"
         checks.append(f"On {side}, {call} is {assertion.get('assert_value', True)}")
-    users = [a for a in criteria.get("actions") or [] if a.get("requestor") == "user"]
-    if "ACTION" in basis and users:  # the user's own calls: simia's worlds have no user tools yet
-        checks.append(
-            "The user makes these calls: "
-            + "; ".join(f"{a['name']}({_arguments(a.get('arguments') or {})})" for a in users)
-        )
     if checks:
         lines.append("Checks:\n" + "\n".join(f"- {check}" for check in checks))
     return "\n".join(lines)

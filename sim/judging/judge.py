@@ -159,6 +159,7 @@ class Judge:
                 completion = await self.backend.complete(request)
             except BackendError as exc:
                 problem = str(exc)
+                usage = usage + Usage(calls=1)  # a failed attempt is a model call too (its tokens unknown)
                 continue
             usage = usage + completion.usage
             problem = check(completion.data)
@@ -198,7 +199,7 @@ class Judge:
         return process_scores(steps, data), usage
 
     async def _outcome(self, world: World, task: Task | None, view: EpisodeView) -> Verdict:
-        verdict = _base_verdict(task, view)
+        verdict = _base_verdict(world, task, view)
         violations = self._progress(world, task, view, verdict)
         rules_ok = all(r.passed for r in verdict.rule_checks) and not violations
         if verdict.rule_checks or violations:
@@ -287,12 +288,17 @@ def _who_failed(verdict: Verdict, data: dict[str, Any], violations: list[str]) -
     verdict.failed_by = None if named == "none" else named  # type: ignore[assignment]
 
 
-def _base_verdict(task: Task | None, view: EpisodeView) -> Verdict:
+def _base_verdict(world: World, task: Task | None, view: EpisodeView) -> Verdict:
     """A verdict with the model-free parts filled in: rule checks, transcript mismatches, infra failures."""
     found = mismatches(view.transcript, view.calls)
     return Verdict(
         rule_checks=rule_checks(
-            task, view.final_state, initial_state=view.initial_state, calls=view.calls, transcript=view.transcript
+            task,
+            view.final_state,
+            initial_state=view.initial_state,
+            calls=view.calls,
+            transcript=view.transcript,
+            functions=world.prelude,
         )
         if task
         else [],

@@ -1,6 +1,7 @@
 """Rule checks: a task's `expected_state` (JSON Pointer -> value, or {"$absent": true}) evaluated on a state, and
-the checks tau2-bench makes beside it: `state_exact` (nothing else changed), `expected_actions` (calls made) and
-`communicate_info` (facts told to the user).
+the checks tau2-bench makes beside it: `state_exact` (nothing else changed), `expected_actions` (calls made),
+`communicate_info` (facts told to the user) and `assertions` (facts computed on the final state: its env
+assertions).
 
 No model is needed: the state is explicit, so whether a goal holds is computed. The judge, bootstrap (a
 drafted task's goal must not hold at the start) and the verdict read these.
@@ -15,7 +16,18 @@ from typing import Any
 
 from ..errors import StateError
 from ..verdict import RuleCheck
-from ..world import ABSENT, Task, apply_patch, is_missing, resolve_pointer, state_diff
+from ..world import (
+    ABSENT,
+    ExpressionError,
+    StateAssertion,
+    Task,
+    apply_patch,
+    evaluate,
+    is_missing,
+    resolve_pointer,
+    state_diff,
+    with_functions,
+)
 
 __all__ = ["check_holds", "json_equal", "rule_checks", "value_holds"]
 
@@ -53,10 +65,13 @@ def rule_checks(
     initial_state: dict[str, Any] | None = None,
     calls: Sequence[Any] | None = None,
     transcript: list[dict[str, Any]] | None = None,
+    functions: str = "",
 ) -> list[RuleCheck]:
     """Evaluate `expected_state` (JSON Pointer -> value, or {"$absent": true}) on the final state; with the initial
-    state, `state_exact`; with the calls made (each with `tool` and `arguments`), `expected_actions`; and
-    `communicate_info` on the transcript's assistant messages (no transcript: those fail, nothing was told)."""
+    state, `state_exact`; with the calls made (each with `tool` and `arguments`: the user's own calls count too, as
+    tau2 counts them), `expected_actions`; `communicate_info` on the transcript's assistant messages (no transcript:
+    those fail, nothing was told); and the `assertions` on the final state, with the world's `functions` bound
+    (`World.prelude`)."""
     out = []
     for pointer, expected in task.expected_state.items():
         passed, actual = check_holds(final_state, pointer, expected)
@@ -94,7 +109,19 @@ def rule_checks(
                     passed=passed,
                 )
             )
+    for i, assertion in enumerate(task.assertions):
+        out.append(_asserted(f"assertions[{i}]", assertion, final_state, functions))
     return out
+
+
+def _asserted(pointer: str, assertion: StateAssertion, final: dict[str, Any], functions: str) -> RuleCheck:
+    """An assertion's check: true holds; false, anything else or a failure (its message) does not."""
+    expected = assertion.message or assertion.expr
+    try:
+        value = evaluate(with_functions(functions, assertion.expr), {"state": final, "before": final})
+    except ExpressionError as exc:
+        return RuleCheck(pointer=pointer, expected=expected, actual=f"failed: {exc}", passed=False)
+    return RuleCheck(pointer=pointer, expected=expected, actual=value, passed=value is True)
 
 
 def _nothing_else_changed(task: Task, initial: dict[str, Any], final: dict[str, Any]) -> RuleCheck:

@@ -20,7 +20,7 @@ from ..world import state_hash
 
 __all__ = ["SCHEMA_VERSION", "move_initial_states", "not_simia", "schema_steps"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The version of the tables this simia writes (the same number on every engine: `simia db copy` relies on it).
 
 1: the first versioned schema. 2: on Postgres, no index of `episodes` holds a column a call changes (the idle
@@ -35,7 +35,9 @@ call writes its event and its episode's counters, nothing the size of the state;
 stands on its own: the `worlds` table keeps each world as it was served, once per content hash (the episodes'
 `world_hash`): everything but its initial state, which is a base in `states`, named beside it. The step only adds
 the table: episodes written before it have no stored world, and readers find theirs in a world folder (by hash,
-or by name with a warning) or list them as missing (`simia.sim.storage.episode_worlds`)."""
+or by name with a warning) or list them as missing (`simia.sim.storage.episode_worlds`). 5: an event says whose
+call it was (`side`: `agent`, or `user` for a tool of the user's own in a dual-control world, as tau2-bench's
+telecom); every earlier event was the agent's."""
 
 _MOVE_BATCH = 16
 """Rows `move_initial_states` reads at a time (an old row's initial state may be megabytes)."""

@@ -140,6 +140,7 @@ PG_SCHEMA = [
     created_at DOUBLE PRECISION NOT NULL,
     injected TEXT,
     source TEXT NOT NULL DEFAULT 'simulated',
+    side TEXT NOT NULL DEFAULT 'agent',
     PRIMARY KEY (episode_id, seq)
 )""",
     "CREATE INDEX events_created ON events (created_at)",  # the viewer's text filter reads the newest events
@@ -196,7 +197,17 @@ def _worlds_table(conn: psycopg.Connection[Any]) -> None:
     conn.execute(_WORLDS_TABLE)  # type: ignore[arg-type]  # our own constant SQL
 
 
-MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [_hot_updates, _states_table, _worlds_table]
+def _call_sides(conn: psycopg.Connection[Any]) -> None:
+    """Migration 4 -> 5: an event says whose call it was (`side`); every earlier call was the agent's."""
+    conn.execute("ALTER TABLE events ADD COLUMN IF NOT EXISTS side TEXT NOT NULL DEFAULT 'agent'")
+
+
+MIGRATIONS: list[Callable[[psycopg.Connection[Any]], None]] = [
+    _hot_updates,
+    _states_table,
+    _worlds_table,
+    _call_sides,
+]
 """Step `v - 1` brings a Postgres database at version `v` to `v + 1`; version 1 is the first Postgres schema."""
 
 _META = "CREATE TABLE IF NOT EXISTS simia_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -553,7 +564,7 @@ class PgStore:
             "error_code": e.error_code, "error_kind": e.error_kind, "state_patch": compact_json(e.state_patch),
             "usage": compact_json(e.usage),
             "latency_ms": e.latency_ms, "model": e.model, "detail": e.detail, "created_at": e.created_at,
-            "injected": e.injected, "source": e.source,
+            "injected": e.injected, "source": e.source, "side": e.side,
         }  # fmt: skip
         sql = _COMMIT_SQL[expected_seq is not None]
         async with self._conn() as conn:

@@ -72,7 +72,7 @@ JSON_EPISODE = {"base_patches", "verdict", "transcript", "tokens", "perturbation
 EVENT_COLUMNS = [
     "seq", "request_key", "tool", "arguments", "output", "text", "is_error", "error_code", "error_kind",
     "state_patch", "usage", "latency_ms", "model", "detail", "created_at", "injected",
-    "source",
+    "source", "side",
 ]  # fmt: skip
 JSON_EVENT = {"arguments", "output", "state_patch", "usage"}
 PACKED_EVENT = ("arguments", "output", "text")

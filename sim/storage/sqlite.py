@@ -133,6 +133,7 @@ CREATE TABLE IF NOT EXISTS events (
     created_at REAL NOT NULL,
     injected TEXT,
     source TEXT NOT NULL DEFAULT 'simulated',
+    side TEXT NOT NULL DEFAULT 'agent',
     PRIMARY KEY (episode_id, seq)
 );
 DROP INDEX IF EXISTS events_request;
@@ -241,11 +242,19 @@ def _worlds_table(conn: sqlite3.Connection) -> None:
     conn.execute(_WORLDS_TABLE)
 
 
+def _call_sides(conn: sqlite3.Connection) -> None:
+    """Migration 4 -> 5: an event says whose call it was (`side`: the agent's, or the user's own tool in a
+    dual-control world); every earlier call was the agent's. It can run again."""
+    if "side" not in {row[1] for row in conn.execute("PRAGMA table_info(events)")}:
+        conn.execute("ALTER TABLE events ADD COLUMN side TEXT NOT NULL DEFAULT 'agent'")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     _from_unversioned,
     _postgres_only,
     _states_table,
     _worlds_table,
+    _call_sides,
 ]
 """Step `v` brings a database at schema version `v` to `v + 1` (`simia.sim.storage.migrations`); a new step
 checks what it changes, so a step that fails half-way can run again."""
@@ -509,6 +518,7 @@ class SqliteStore:
                 e.created_at,
                 e.injected,
                 e.source,
+                e.side,
             )
             conn.execute(_INSERT_EVENT, values)
             return event

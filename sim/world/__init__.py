@@ -7,7 +7,7 @@ its tools for agents and trainers. Everything here is data and pure functions: n
 
 from __future__ import annotations
 
-from .expressions import Bounds, ExpressionError, evaluate
+from .expressions import Bounds, ExpressionError, evaluate, with_functions
 from .files import atomic_write_text, check_target, write_world
 from .grounding import (
     UNFILLED,
@@ -29,10 +29,13 @@ from .model import (
     Example,
     ExpectedAction,
     RealServer,
+    Side,
     SimulatorHints,
+    StateAssertion,
     Task,
     ToolErrorSpec,
     ToolSpec,
+    Trigger,
     World,
     canonical_json,
     compact_json,
@@ -88,13 +91,16 @@ __all__ = [
     "Precondition",
     "Read",
     "RealServer",
+    "Side",
     "SimulatorHints",
     "State",
+    "StateAssertion",
     "Task",
     "ToolErrorSpec",
     "ToolLike",
     "ToolSpec",
     "Touched",
+    "Trigger",
     "World",
     "apply_patch",
     "apply_patches",
@@ -129,6 +135,7 @@ __all__ = [
     "tool_card",
     "transcript_persona",
     "unknown_persona",
+    "with_functions",
     "world_card",
     "write_world",
 ]

@@ -43,6 +43,7 @@ __all__ = [
     "argument_names",
     "evaluate",
     "parse_problem",
+    "with_functions",
 ]
 
 RESERVED_NAMES = frozenset(
@@ -102,6 +103,12 @@ _ARG = re.compile(r"\$args\.(?:`([^`]+)`|([A-Za-z_][A-Za-z0-9_]*))")
 def argument_names(text: str) -> set[str]:
     """The argument names an expression reads as `$args.NAME` (or `` $args.`odd name` ``)."""
     return {m.group(1) or m.group(2) for m in _ARG.finditer(text)}
+
+
+def with_functions(prelude: str, text: str) -> str:
+    """`text` inside a block that first binds a world's functions (`World.prelude`: `$name := function...;`), or
+    `text` itself when there are none."""
+    return f"(\n{prelude}({text})\n)" if prelude else text
 
 
 def evaluate(

@@ -1,7 +1,8 @@
 """Load world folders into validated `World` models, collecting every problem with file, field and hint.
 
 A world folder holds `world.yaml` (required), and optionally `tools.json` (an MCP
-`tools` array), `state.json`, `policy.md`, `examples/*.json` and `tasks.jsonl`.
+`tools` array), `user_tools.json` (the user's own tools, in a dual-control world), `state.json`, `policy.md`,
+`examples/*.json` and `tasks.jsonl`.
 `load_world` raises `WorldError` listing all issues; `load_worlds` loads many
 folders and never lets one bad world stop the others.
 """
@@ -22,7 +23,8 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import StateError, UnknownWorldError, WorldError, WorldIssue
 from ..schema import validate_instance
-from .model import ABSENT, GENERIC_ERRORS, Example, RealServer, SimulatorHints, Task, ToolSpec, World
+from .expressions import RESERVED_NAMES, parse_problem
+from .model import ABSENT, GENERIC_ERRORS, Example, RealServer, Side, SimulatorHints, Task, ToolSpec, Trigger, World
 from .state import State, apply_patch, as_state, is_missing, resolve_pointer
 from .validation import (
     IssueCollector,
@@ -68,6 +70,9 @@ class _WorldFile(BaseModel):
     version: str | int | float = "1"
     policy: str | None = None
     tools: list[Any] | None = None  # validated one by one in _load_tools
+    user_tools: list[Any] | None = None  # the same
+    functions: dict[str, str] = {}
+    triggers: list[Trigger] = []
     state_schema: dict[str, Any] | None = None
     simulator: SimulatorHints = SimulatorHints()
     real_server: RealServer | None = None
@@ -132,6 +137,10 @@ def load_world(folder: str | Path) -> World:
         )
 
     tools, declared, where = _load_tools(folder, world_file, raw, issues)
+    user_tools, _, user_where = _load_tools(folder, world_file, raw, issues, side="user")
+    _check_sides(tools, user_tools, user_where, issues)
+    if head is not None:
+        _check_functions(head, world_file, issues)
     if head is not None and head.real_server is None and any(t.route == "real" for t in tools):
         issues.add(
             str(world_file),
@@ -150,7 +159,7 @@ def load_world(folder: str | Path) -> World:
     tools_by_name = {t.name: t for t in tools}
     examples = _load_examples(folder, tools_by_name, declared, issues)
     tasks = _load_tasks(folder, state, state_schema, issues)
-    _check_groundings(tools, where, head, state, tasks, issues)
+    _check_groundings([*tools, *user_tools], {**where, **user_where}, head, state, tasks, issues)
     if issues.issues or head is None:
         raise WorldError(name, issues.issues, str(folder))
     return World(
@@ -160,6 +169,9 @@ def load_world(folder: str | Path) -> World:
         version=str(head.version),
         policy=policy,
         tools=tools,
+        user_tools=user_tools,
+        functions=head.functions,
+        triggers=head.triggers,
         state_schema=state_schema,
         simulator=head.simulator,
         real_server=head.real_server,
@@ -171,20 +183,21 @@ def load_world(folder: str | Path) -> World:
 
 
 def _load_tools(
-    folder: Path, world_file: Path, raw: dict[str, Any], issues: IssueCollector
+    folder: Path, world_file: Path, raw: dict[str, Any], issues: IssueCollector, *, side: Side = "agent"
 ) -> tuple[list[ToolSpec], set[str], dict[str, tuple[str, str]]]:
-    """Validate each tool; returns the valid tools, every declared name (valid or not) and where each valid tool
-    is (file, JSON path)."""
-    tools_json = folder / "tools.json"
-    file, prefix = str(world_file), "$.tools"
-    raw_tools: Any = raw.get("tools")
+    """Validate each tool (of the agent's, or with `side="user"` the user's: `user_tools`, optional); returns the
+    valid tools, every declared name (valid or not) and where each valid tool is (file, JSON path)."""
+    key = "user_tools" if side == "user" else "tools"
+    tools_json = folder / f"{key}.json"
+    file, prefix = str(world_file), f"$.{key}"
+    raw_tools: Any = raw.get(key)
     if tools_json.is_file():
         if raw_tools is not None:
             issues.add(
                 str(world_file),
-                "$.tools",
-                "tools are defined both here and in tools.json",
-                "keep one: delete 'tools' from world.yaml or delete tools.json",
+                f"$.{key}",
+                f"{key} are defined both here and in {key}.json",
+                f"keep one: delete '{key}' from world.yaml or delete {key}.json",
             )
             return [], set(), {}
         raw_tools = read_json(tools_json, issues)
@@ -192,7 +205,7 @@ def _load_tools(
         if isinstance(raw_tools, dict) and "tools" in raw_tools:  # a whole tools/list result
             raw_tools, prefix = raw_tools["tools"], "$.tools"
     if raw_tools is None:
-        if not tools_json.is_file():
+        if not tools_json.is_file() and side == "agent":
             issues.add(
                 str(world_file),
                 "$.tools",
@@ -244,9 +257,49 @@ def _load_tools(
         if ok:
             tools.append(tool)
             where[tool.name] = (file, path)
-    if not raw_tools:
+    if not raw_tools and side == "agent":
         issues.add(file, prefix, "a world needs at least one tool", "add a tool with name and inputSchema")
     return tools, declared, where
+
+
+def _check_sides(
+    tools: list[ToolSpec], user_tools: list[ToolSpec], where: dict[str, tuple[str, str]], issues: IssueCollector
+) -> None:
+    """A user tool may not take an agent tool's name (a call could not say whose it is): the user tool is dropped."""
+    names = {t.name for t in tools}
+    for tool in [t for t in user_tools if t.name in names]:
+        file, path = where[tool.name]
+        issues.add(
+            file,
+            f"{path}.name",
+            f"user tool {tool.name!r} has the name of an agent tool",
+            "rename one of them: the agent's tools and the user's share no names",
+        )
+        user_tools.remove(tool)
+
+
+def _check_functions(head: _WorldFile, world_file: Path, issues: IssueCollector) -> None:
+    """Each function is a JSONata function that parses, under a name simia does not bind itself."""
+    for name, text in head.functions.items():
+        where = f"$.functions.{name}"
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name in RESERVED_NAMES:
+            issues.add(
+                str(world_file),
+                where,
+                f"function name {name!r} is not usable",
+                "use letters, digits and _ (not args, state, before or another name simia binds)",
+            )
+            continue
+        problem = parse_problem(text)
+        if not problem and not re.match(r"\s*(function|λ)\s*\(", text):
+            problem = "it is not a function"
+        if problem:
+            issues.add(
+                str(world_file),
+                where,
+                f"function {name!r}: {problem}",
+                "write it as function($a, $b) { ... } (see docs/worlds.md#declarations-that-compute)",
+            )
 
 
 def _name_tool(issues: IssueCollector, since: int, item: Any, grounding: str) -> None:

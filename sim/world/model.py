@@ -22,6 +22,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import InitErrorDetails, PydanticCustomError, to_json
 
 from ..perturbation import Perturbation
+from .expressions import RESERVED_NAMES, parse_problem
 from .grounding import Grounding
 from .personas import unknown_persona
 
@@ -34,14 +35,20 @@ __all__ = [
     "Example",
     "ExpectedAction",
     "RealServer",
+    "Side",
     "SimulatorHints",
+    "StateAssertion",
     "Task",
     "ToolErrorSpec",
     "ToolSpec",
+    "Trigger",
     "World",
     "canonical_json",
     "compact_json",
 ]
+
+Side = Literal["agent", "user"]
+"""Who makes a call: the agent (its MCP URL) or, in a dual-control world, the user (the episode's user URL)."""
 
 ABSENT: dict[str, Any] = {"$absent": True}
 """The `expected_state` value that asserts a JSON Pointer resolves to nothing."""
@@ -314,6 +321,50 @@ class ExpectedAction(_Strict):
         )
 
 
+class StateAssertion(_Strict):
+    """A fact the final state must show, computed (tau2-bench's env assertions: "the user's phone can send an MMS")."""
+
+    expr: str = Field(
+        min_length=1,
+        description="A JSONata expression over $state (the final state) that is true when the assertion holds; the "
+        "world's functions are bound, e.g. $can_send_mms($state.user_db) = true.",
+    )
+    message: str | None = Field(default=None, description="What the assertion checks, in words (the verdict's reason).")
+
+    @field_validator("expr")
+    @classmethod
+    def _parses(cls, text: str) -> str:
+        return _parsed(text)
+
+
+class Trigger(_Strict):
+    """State that follows from other state, kept after every call that succeeds: an expression giving RFC 6902
+    operations on the state after the call's effects (tau2-bench's telecom syncs the user's phone with the line the
+    agent's database holds: a line suspended there is no service here)."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$", description="What it keeps, in a word.")
+    expr: str = Field(
+        min_length=1,
+        description="A JSONata expression giving an RFC 6902 operation or a list of them ($state: the state after the "
+        "call and the triggers before this one; $before: the state before the call). An operation that leaves its "
+        "value as it was is dropped, so a trigger may restate a value on every call.",
+    )
+
+    @field_validator("expr")
+    @classmethod
+    def _parses(cls, text: str) -> str:
+        return _parsed(text)
+
+
+def _parsed(text: str) -> str:
+    problem = parse_problem(text)
+    if problem:
+        raise ValueError(
+            f"the JSONata expression does not parse: {problem} (see docs/worlds.md#declarations-that-compute)"
+        )
+    return text
+
+
 class Task(_Strict):
     """Something an agent is asked to do in a world, with what the judge needs to score it."""
 
@@ -358,6 +409,10 @@ class Task(_Strict):
         default_factory=list,
         description="Facts the agent must tell the user: each must appear in an assistant message of the "
         "transcript (case and commas aside, as tau2-bench compares them).",
+    )
+    assertions: list[StateAssertion] = Field(
+        default_factory=list,
+        description="Facts the final state must show, computed (tau2-bench's env assertions); each is a check.",
     )
     tags: list[str] = Field(default_factory=list)
     split: str = Field(
@@ -426,6 +481,16 @@ class World(_Strict):
     version: str = "1"
     policy: str = ""
     tools: list[ToolSpec]
+    user_tools: list[ToolSpec] = Field(
+        default_factory=list,
+        description="Tools of the user's own (dual control, as tau2-bench's telecom: the user toggles airplane mode on "
+        "their phone): served to the user simulator at the episode's user URL, never listed to the agent.",
+    )
+    functions: dict[str, str] = Field(
+        default_factory=dict,
+        description="Named JSONata functions (`function($x){...}`), bound as $name in every expression of the world.",
+    )
+    triggers: list[Trigger] = Field(default_factory=list, description="State kept after every call that succeeds.")
     state_schema: dict[str, Any] | None = None
     simulator: SimulatorHints = Field(default_factory=SimulatorHints)
     initial_state: dict[str, Any] = Field(default_factory=dict)
@@ -433,6 +498,20 @@ class World(_Strict):
     tasks: list[Task] = Field(default_factory=list)
     real_server: RealServer | None = None
     source: str = Field(default="", exclude=True, description="Folder the world was loaded from.")
+
+    @model_validator(mode="after")
+    def _sides_apart(self) -> World:
+        both = sorted(self.tools_by_name.keys() & {t.name for t in self.user_tools})
+        if both:
+            raise ValueError(
+                f"user tool {both[0]!r} has the name of an agent tool: a call could not say whose it is; rename one"
+            )
+        for name in self.functions:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"function name {name!r} is not a JSONata variable name (letters, digits and _)")
+            if name in RESERVED_NAMES:
+                raise ValueError(f"function name {name!r} is one simia binds itself; choose another")
+        return self
 
     @cached_property
     def content_hash(self) -> str:
@@ -451,6 +530,15 @@ class World(_Strict):
         return {tool.name: tool for tool in self.tools}
 
     @cached_property
+    def user_tools_by_name(self) -> dict[str, ToolSpec]:
+        return {tool.name: tool for tool in self.user_tools}
+
+    @cached_property
+    def prelude(self) -> str:
+        """The world's functions as a JSONata block prefix (`$name := function...;`), "" when it has none."""
+        return "".join(f"${name} := {text};\n" for name, text in self.functions.items())
+
+    @cached_property
     def shared_errors(self) -> list[ToolErrorSpec]:
         """The errors every tool of this world may return: the world's own, then the generic ones."""
         return _unique_codes([*self.simulator.errors, *GENERIC_ERRORS])
@@ -466,8 +554,9 @@ class World(_Strict):
         worded = next((e.code for e in codes if e.matches(text)), None)
         return worded or next((e.code for e in codes if e.code in text), None)
 
-    def tool(self, name: str) -> ToolSpec | None:
-        return self.tools_by_name.get(name)
+    def tool(self, name: str, side: Side = "agent") -> ToolSpec | None:
+        """The agent's tool `name` (`side="user"`: the user's)."""
+        return (self.user_tools_by_name if side == "user" else self.tools_by_name).get(name)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> World:
         """A copy with `update` applied, whose derived values (hash, tools by name, ...) are derived again: a

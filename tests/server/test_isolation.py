@@ -31,8 +31,12 @@ BODIES: dict[tuple[str, str], Any] = {
     ("post", "/v1/episodes/{episode_id}/fork"): {},
     ("post", "/v1/episodes/{episode_id}/end"): {"transcript": []},
     ("post", "/episodes/{episode_id}/mcp"): CALL,
+    ("post", "/episodes/{episode_id}/user/mcp"): CALL,
 }
-HEADERS = {"/episodes/{episode_id}/mcp": {**MODERN, "mcp-method": "tools/call", "mcp-name": "set_quantity"}}
+HEADERS = {
+    "/episodes/{episode_id}/mcp": {**MODERN, "mcp-method": "tools/call", "mcp-name": "set_quantity"},
+    "/episodes/{episode_id}/user/mcp": {**MODERN, "mcp-method": "tools/call", "mcp-name": "set_quantity"},
+}
 
 
 def _detail(http: httpx.AsyncClient, episode_id: str, headers: dict[str, str]) -> Any:
@@ -45,7 +49,7 @@ async def test_another_principals_episode_is_a_404_on_every_route_that_takes_an_
         params = {part for _, path in routes for part in path.split("/") if part.startswith("{")}
         assert params == {"{episode_id}", "{world}"}, "a new path parameter: add its isolation check here"
         scoped = [(method, path) for method, path in routes if "{episode_id}" in path]
-        assert len(scoped) == 6  # get, fork, end and the MCP URL's GET, POST and DELETE
+        assert len(scoped) == 9  # get, fork, end and the GET, POST and DELETE of the MCP URL and the user's MCP URL
         bobs = (await http.post("/v1/episodes", json={"world": "mock", "task": "restock_milk"}, headers=BOB)).json()
         before = (await _detail(http, bobs["id"], BOB)).json()
         for method, path in scoped:
