@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from simia.sim.engine import Simulator
@@ -235,6 +236,7 @@ class EpisodeService:
         tokens: dict[str, Any] | None = None,
         *,
         judge: bool = True,
+        transcript_of: Callable[[], Awaitable[list[dict[str, Any]]]] | None = None,
     ) -> EpisodeRecord:
         """Close the episode, judge it when a judge is configured (and `judge`), and store the verdict.
 
@@ -246,6 +248,11 @@ class EpisodeService:
         agent could replace a transcript flagged as fabricated by a clean one. An abandoned episode is ended and
         judged as an active one is.
 
+        `transcript_of` builds the transcript (of an active episode) from its committed calls, for a protocol where
+        the server keeps the conversation (ORS): it runs under the episode's lock, after every call that holds it
+        has committed and before any later one runs (which then finds the episode ended), so the judged
+        transcript holds every call the episode acknowledged.
+
         Raises:
             Conflict: the episode was ended before with another transcript or other tokens.
         """
@@ -255,6 +262,8 @@ class EpisodeService:
             async with entry.lock:
                 episode = await self.get(episode_id, principal)
                 was_active = episode.status == "active"
+                if transcript_of is not None and was_active:
+                    transcript = await transcript_of()
                 if episode.status == "ended":
                     _same_end(episode, transcript, tokens)
                     transcript, tokens = episode.transcript, episode.tokens

@@ -410,7 +410,9 @@ class OrsApp:
                 if session.episode_id is not None:
                     episode = await self.service.get(session.episode_id, session.principal)
                     if episode.status == "active":
-                        await self.service.end(episode.id, session.principal, await self._transcript(session, None))
+                        await self.service.end(
+                            episode.id, session.principal, transcript_of=lambda: self._transcript(session, None)
+                        )
                     self.rewards.forget(episode.id)
                 self.sessions.pop(sid, None)
         return JSONResponse({"sid": sid})
@@ -565,9 +567,10 @@ class OrsApp:
             episode_id = await self._episode(session)
             episode = await self.service.get(episode_id, session.principal)
             if episode.status == "active" or episode.verdict is None:
-                transcript = await self._transcript(session, message) if episode.status == "active" else None
-                try:
-                    episode = await self.service.end(episode_id, session.principal, transcript)
+                try:  # the transcript is read under the episode's lock: every call acknowledged before is in it
+                    episode = await self.service.end(
+                        episode_id, session.principal, transcript_of=lambda: self._transcript(session, message)
+                    )
                 except (StoreUnavailable, ApiError) as exc:
                     text = DATABASE_TEXT if isinstance(exc, StoreUnavailable) else exc.message
                     return success(
