@@ -194,7 +194,8 @@ class SimiaApp:
 
     async def _api_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
-        return JSONResponse(exc.body(), status_code=exc.status)
+        retry = getattr(exc, "retry_after", None)
+        return JSONResponse(exc.body(), status_code=exc.status, headers={"Retry-After": str(retry)} if retry else None)
 
     async def _state_error(self, request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": {"code": "invalid_state", "message": str(exc)}}, status_code=400)

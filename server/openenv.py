@@ -29,7 +29,6 @@ import hashlib
 import json
 import logging
 import secrets
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -50,6 +49,7 @@ from ._body import MAX_BODY, read_body
 from .episodes import EpisodeService
 from .errors import ApiError, BadRequest, Conflict, EpisodeClosed, NotFound
 from .requests import parse_body
+from .sessions import SessionBook, TooManySessions
 from .settings import ServerSettings
 from .step_rewards import META_PROGRESS, StepRewards
 
@@ -197,8 +197,13 @@ class OpenEnv:
         self.service = service
         self.settings = settings
         self.rewards = rewards if rewards is not None else StepRewards(service)  # the app's: one per episode
-        self.sessions: OrderedDict[str, _Session] = OrderedDict()
-        self.max_sessions = 4 * settings.max_sessions
+        self.sessions: SessionBook[_Session] = SessionBook(
+            "OpenEnv sessions",
+            total=4 * settings.max_sessions,
+            per_principal=settings.max_sessions_per_principal,
+            flag="--max-sessions-per-principal",
+            idle=lambda session: not session.attached and session.episode_id is None,
+        )
         self._hosts, self._origins = settings.hosts(), settings.origins()
         self.routes = Router(
             routes=[
@@ -320,19 +325,23 @@ class OpenEnv:
 
     def _open_session(self, world: str, principal: str) -> _Session:
         session = _Session("os_" + secrets.token_urlsafe(24), principal, world)
-        self.sessions[session.id] = session
-        while len(self.sessions) > self.max_sessions:  # the least recently used go first (their episodes stay)
-            oldest = next((s for s in self.sessions.values() if not s.attached), None)
-            if oldest is None:
-                break
-            del self.sessions[oldest.id]
+        self.sessions.add(session.id, principal, session)  # room comes from this principal's own idle sessions
         return session
+
+    async def _socket_session(self, websocket: WebSocket, world: str, principal: str) -> _Session | None:
+        """A new session for a WebSocket; None (the socket told why and closed: try again later) when the principal
+        is at its limit of sessions with none idle to give up."""
+        try:
+            return self._open_session(world, principal)
+        except TooManySessions as exc:
+            await _send_error(websocket, exc.message, "CAPACITY_REACHED", retry_after=exc.retry_after)
+            await websocket.close(code=1013)
+            return None
 
     def _session(self, session_id: Any, world: str, principal: str) -> _Session:
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None or session.principal != principal or session.world != world:
             raise NotFound(f"Unknown session_id: {session_id}; create one with openenv/session/create")
-        self.sessions.move_to_end(session.id)
         return session
 
     async def _episode_of(self, session: _Session) -> str:
@@ -345,7 +354,7 @@ class OpenEnv:
         return session.episode_id
 
     async def _close_session(self, session: _Session) -> None:
-        self.sessions.pop(session.id, None)
+        self.sessions.pop(session.id)
         if session.episode_id is not None:
             await self._close_episode(session.episode_id, session.principal)
 
@@ -547,7 +556,9 @@ class OpenEnv:
                 return
             session.attached = True
         else:
-            session = self._open_session(world, principal)
+            session = await self._socket_session(websocket, world, principal)
+            if session is None:
+                return
         try:
             await self._serve_socket(websocket, session)
         finally:
@@ -611,7 +622,9 @@ class OpenEnv:
         if accepted is None:
             return
         world, principal = accepted
-        session = self._open_session(world, principal)
+        session = await self._socket_session(websocket, world, principal)
+        if session is None:
+            return
         try:
             while True:
                 message = await _receive(websocket)

@@ -81,6 +81,7 @@ from .episodes import EpisodeService
 from .errors import ApiError, BadRequest, Conflict, NotFound
 from .mcp import DATABASE_TEXT
 from .middleware import Guard
+from .sessions import SessionBook, TooManySessions
 from .settings import ServerSettings
 from .step_rewards import StepRewards
 
@@ -168,7 +169,13 @@ class OrsApp:
         self.settings = settings
         self.system_prompt = system_prompt
         self.rewards = rewards if rewards is not None else StepRewards(service)  # the app's: one per episode
-        self.sessions: OrderedDict[str, _Session] = OrderedDict()
+        self.sessions: SessionBook[_Session] = SessionBook(
+            "ORS sessions",
+            total=settings.max_sessions,
+            per_principal=settings.max_sessions_per_principal,
+            flag="--max-sessions-per-principal",
+            idle=lambda session: session.episode_id is None,  # never made a call: nothing in progress
+        )
         self.groups: OrderedDict[tuple[str, str, str | None, int | None, str], str] = OrderedDict()
         routes = [
             Route("/health", self.health),
@@ -227,7 +234,8 @@ class OrsApp:
 
     async def _api_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
-        return self._error(exc.status, exc.code, exc.message)
+        retry = {"Retry-After": str(exc.retry_after)} if isinstance(exc, TooManySessions) else None
+        return self._error(exc.status, exc.code, exc.message, retry)
 
     async def _http_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -351,7 +359,6 @@ class OrsApp:
             raise NotFound(f"no session {sid[:16]!r}; open one with POST /create_session")
         if created and session.world is None:
             raise NotFound("Active environment not found: POST /create with the session's task first")
-        self.sessions.move_to_end(sid)
         if created and "env" in request.path_params:
             world = self._world(request)
             if world.name != session.world:
@@ -360,9 +367,8 @@ class OrsApp:
 
     async def create_session(self, request: Request) -> Response:
         sid = secrets.token_urlsafe(24)
-        self.sessions[sid] = _Session(principal=request.state.principal)
-        while len(self.sessions) > self.settings.max_sessions:
-            self.sessions.popitem(last=False)
+        principal = request.state.principal
+        self.sessions.add(sid, principal, _Session(principal=principal))
 
         async def events() -> AsyncIterator[str]:
             yield sse_event("task_id", sid)
@@ -414,14 +420,14 @@ class OrsApp:
                             episode.id, session.principal, transcript_of=lambda: self._transcript(session, None)
                         )
                     self.rewards.forget(episode.id)
-                self.sessions.pop(sid, None)
+                self.sessions.pop(sid)
         return JSONResponse({"sid": sid})
 
     async def delete_session(self, request: Request) -> Response:
         sid = (request.headers.get("x-session-id") or "").strip()
         session = self.sessions.get(sid)
         if session is not None and session.principal == request.state.principal and session.episode_id is None:
-            self.sessions.pop(sid, None)  # a session with an episode is ended by /delete, which comes first
+            self.sessions.pop(sid)  # a session with an episode is ended by /delete, which comes first
         return JSONResponse({"sid": sid})
 
     async def ping(self, request: Request) -> Response:

@@ -81,6 +81,8 @@ class ServerSettings:
         idle_timeout: seconds without a call after which an active episode is marked abandoned.
         max_live_episodes: cap on active episodes; creating more answers 503.
         max_sessions: cap on open handshake-era MCP sessions per endpoint kind, and on ORS sessions.
+        max_sessions_per_principal: cap on one principal's ORS sessions, and on its OpenEnv sessions: over it (or
+            over the server's cap) only its own idle sessions make room (`simia.server.sessions`), else 429.
         max_real_sessions: cap on open sessions with worlds' real servers (one per episode that called a tool
             routed `real`; a command server is a process each); past it, such a call fails until an episode ends.
         public_url: the base URL put in `mcp_url` (default: the request's own base URL).
@@ -106,6 +108,7 @@ class ServerSettings:
     idle_timeout: float = 1800.0
     max_live_episodes: int = 10_000
     max_sessions: int = 10_000
+    max_sessions_per_principal: int = 2_500
     max_real_sessions: int = 64
     public_url: str | None = None
     ors_port: int | None = None
