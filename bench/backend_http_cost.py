@@ -52,7 +52,7 @@ async def cpu_ms(call: Callable[[], Awaitable[Any]], n: int) -> float:
 
 async def main(n: int) -> None:
     port = free_port()
-    provider = await Process([PY, "-m", "simia.testing.fake_provider", "--port", str(port)], port).ready(
+    provider = await Process([PY, "-m", "simia.testing.fake_provider", "--port", str(port), "--quiet"], port).ready(
         "/v1/chat/completions"
     )
     url = f"http://127.0.0.1:{port}/v1"

@@ -52,7 +52,7 @@ class Served:
     worlds_dir: Path = ROOT / "tool_specs"
     tool: str = "set_quantity"
     arguments: dict[str, Any] = field(default_factory=lambda: ARGS)
-    provider: tuple[str, ...] = ("-m", "simia.testing.fake_provider")  # a simulator of the mock world
+    provider: tuple[str, ...] = ("-m", "simia.testing.fake_provider", "--quiet")  # the mock world's simulator
 
 
 def retail_1x() -> Served:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import math
 import os
 import sqlite3
@@ -259,8 +260,12 @@ def load_world_set(args: argparse.Namespace, *, quiet: bool = False) -> dict[str
 def one_world(worlds: Mapping[str, World], name: str) -> World:
     world = worlds.get(name)
     if world is None:
+        close = difflib.get_close_matches(name, list(worlds), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         loaded = ", ".join(sorted(worlds)) or "(none)"
-        raise CliError(f"unknown world {name!r}; loaded: {loaded} (pass --worlds-dir DIR with the world's folder)")
+        raise CliError(
+            f"unknown world {name!r}{hint}; loaded: {loaded} (pass --worlds-dir DIR with the world's folder)"
+        )
     return world
 
 

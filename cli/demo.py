@@ -2,8 +2,9 @@
 
 Serves the `retail` world in process, runs one task with the built-in agent and user
 simulator, judges it, prints the trajectory (tool calls, outputs, state changes, the
-verdict) and writes it as an SFT record after the same checks `simia export` runs: a masked episode (its
-verdict gives no usable reward) is never one.
+verdict), why the episode stopped and where its results are, and writes it as an SFT record after the same
+checks `simia export --min-reward 1` runs: an episode that failed its task (reward 0) or is masked (its verdict
+gives no usable reward) is never one.
 """
 
 from __future__ import annotations
@@ -80,14 +81,25 @@ async def run_demo(
     problems = check_transcript(world, result.transcript) if result.transcript else ["no transcript"]
     if judged.kind == "masked":
         problems = [f"the episode is {judged}: simia export leaves it out unless --include-masked", *problems]
+    elif judged.kind == "unrewarded":  # SFT data is what `simia export --min-reward 1` writes: successes only
+        problems = [
+            "the episode failed its task (reward 0): SFT data is successes, as `simia export --min-reward 1` writes",
+            *problems,
+        ]
     if problems:
         record_path.unlink(missing_ok=True)
         print(f"\nNo SFT record: the export checks dropped it ({'; '.join(problems[:3])})", file=out)
     else:
         record_path.write_text(json.dumps(openai_record(world, result.transcript)) + "\n")
         print(f"\nSFT record (OpenAI fine-tuning format, export checks passed): {record_path}", file=out)
+    print(f"Stopped: {_stopped(result.stop, max_turns)}", file=out)
     print(
         f"Episode {result.episode_id} stored in {db} ({result.status}{': ' + result.error if result.error else ''})",
+        file=out,
+    )
+    print(
+        f"Results: {out_dir / 'results.jsonl'} (one line per run, every run appended), {out_dir / 'summary.json'} "
+        f"(this run); in the browser: simia view --db {db}",
         file=out,
     )
     print(
@@ -105,6 +117,21 @@ async def run_demo(
         "dropped": problems,
         "transcript": result.transcript,
     }
+
+
+_STOPS = {
+    "answered": "the agent gave its final answer",
+    "user_done": "the simulated user said their request was done",
+    "infra_error": "a tool call failed in the environment (an infrastructure failure, not the agent's)",
+    "agent_error": "the agent's model gave no usable turn",
+}
+
+
+def _stopped(stop: str, max_turns: int) -> str:
+    """Why the demo's episode ended, in words."""
+    if stop == "max_turns":
+        return f"the agent used all {max_turns} of its turns (--max-turns {max_turns}) before finishing"
+    return _STOPS.get(stop, stop or "the episode never started")
 
 
 def _task(world: World, task_id: str) -> Task:

@@ -78,7 +78,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--min-reward",
         type=number(0, 1, what="a reward"),
-        help="only episodes whose training reward is at least this (0 to 1; masked ones never)",
+        help="only episodes whose training reward is at least this (0 to 1; masked ones never); the others are "
+        "counted as skipped",
     )
     p.add_argument("--status", choices=["active", "ended", "abandoned"], help="only episodes with this status")
     p.add_argument("--since", metavar="WHEN", help="only episodes created since (ISO date or epoch seconds)")

@@ -13,6 +13,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2 as httpx
@@ -169,6 +170,12 @@ def _import_mcp(args: argparse.Namespace) -> int:
 
 
 def _import_openapi(args: argparse.Namespace) -> int:
+    if "://" in args.spec:  # a Path would read "https://x/a.json" as the file https:/x/a.json
+        name = Path(urlsplit(args.spec).path).name or "openapi.json"
+        raise CliError(
+            f"`simia import openapi` reads a local file, not a URL: download it first (curl -fL -o {name} "
+            f"'{args.spec}'), then run `simia import openapi {name}`"
+        )
     _target_folder(args, _world_name(args))
     spec_file = Path(args.spec)
     try:
@@ -242,10 +249,11 @@ def register(sub: Any) -> None:
 
     o = kinds.add_parser(
         "openapi",
-        help="import an OpenAPI description (Swagger 2.0, OpenAPI 3.0, 3.1): one tool per operation",
+        help="import an OpenAPI description (Swagger 2.0, OpenAPI 3.0, 3.1; a later 3.x with a note): one tool per "
+        "operation",
         description="simia import openapi SPEC [--tag T]... [--path P]... [--operation ID]...",
     )
-    o.add_argument("spec", metavar="SPEC", help="a local YAML or JSON file")
+    o.add_argument("spec", metavar="SPEC", help="a local YAML or JSON file (download a URL first)")
     o.add_argument("--tag", action="append", metavar="TAG", help="only operations with this tag (repeatable)")
     o.add_argument("--path", action="append", metavar="PATH", help="only this path; * globs (repeatable)")
     o.add_argument("--operation", action="append", metavar="ID", help="only this operationId (repeatable)")

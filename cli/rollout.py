@@ -165,7 +165,7 @@ def _rollout(args: argparse.Namespace) -> int:
         return 130
     print(summary.table())
     print(summary.cost_line())
-    print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}")
+    print(f"results: {out / 'results.jsonl'} (appended, every run)  summary: {out / 'summary.json'} (this run)")
     if summary.interrupted:  # Ctrl-C: `rollout` stopped the runs and kept what finished
         print(f"interrupted: {len(summary.results)} finished run(s) are kept", file=sys.stderr)
         return 130

@@ -17,6 +17,7 @@ harness); answers are the server's own wire models (`simia.sim.wire`). Errors:
 from __future__ import annotations
 
 import contextlib
+import difflib
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
@@ -135,8 +136,13 @@ class SimiaClient:
         worlds = await self.worlds()
         found = next((w for w in worlds if w.name == name), None)
         if found is None:
-            served = ", ".join(w.name for w in worlds) or "(none)"
-            raise SimiaApiError(404, "not_found", f"the server does not serve world {name!r}; it serves: {served}")
+            names = [w.name for w in worlds]
+            close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            served = ", ".join(names) or "(none)"
+            raise SimiaApiError(
+                404, "not_found", f"the server does not serve world {name!r}{hint}; it serves: {served}"
+            )
         return found
 
     async def create(

@@ -6,6 +6,8 @@
 - `schema_answer` / `schema_instance`: a schema-valid instance of any JSON Schema (seeded), and the fake
   provider's answer function built on it, which answers any world's simulator requests offline
   (`python -m simia.testing.fake_provider --port P --answer schema`).
+- `offline_answer(mode)`: what `python -m simia.testing.fake_provider --answer MODE` answers: every kind of request
+  simia sends (simulator, agent, user, judge, bootstrap) with an answer simia accepts (`simia.testing.fake_answers`).
 - `mock_world_answer`: a flawless rule-based simulator of the bundled `mock` world, for
   `FunctionBackend(mock_world_answer)`.
 - `simia.testing.replicas.Replicas` (a submodule: it runs Postgres and HAProxy binaries): Postgres, N
@@ -23,6 +25,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .fake_answers import offline_answer
     from .fake_provider import FAULTS, Chaos, FakeProvider, FakeReply
     from .mock_world import mock_world_answer, parse_simulator_prompt
     from .schema_instances import schema_answer, schema_instance
@@ -33,12 +36,14 @@ __all__ = [
     "FakeProvider",
     "FakeReply",
     "mock_world_answer",
+    "offline_answer",
     "parse_simulator_prompt",
     "schema_answer",
     "schema_instance",
 ]
 _HOMES = {"mock_world_answer": "mock_world", "parse_simulator_prompt": "mock_world"}
 _HOMES |= {"schema_answer": "schema_instances", "schema_instance": "schema_instances"}
+_HOMES |= {"offline_answer": "fake_answers"}
 
 
 def __getattr__(name: str) -> Any:

@@ -4,7 +4,9 @@ Ships with simia (like httpx's `MockTransport`) for tests and benchmarks: start 
 on 127.0.0.1, point `openai-compatible:` / `anthropic:` backends at its URL, and
 script its replies (status, body, headers, delay) or answer with a function: `schema_answer(seed)`
 (`--answer schema`) answers any request with a seeded instance of its JSON schema, so any world,
-an imported one included, can be served and called offline. With
+an imported one included, can be served and called offline; `offline_answer(mode)`
+(`simia.testing.fake_answers`, what `python -m simia.testing.fake_provider` runs) answers every kind of
+request simia sends (simulator, agent, user, judge, bootstrap) in each `--answer` mode. With
 `refuse_tools=True` it answers any chat-completions request carrying `tools` or `tool_choice`
 with the HTTP 400 vLLM gives when started without `--enable-auto-tool-choice`.
 
@@ -19,10 +21,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import contextvars
 import json
 import random
+import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,10 +38,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from .fake_answers import ANSWER_MODES, offline_answer, request_kind
 from .fake_batches import FakeBatches
 from .fake_cache import PromptCache
-from .mock_world import mock_world_answer
-from .schema_instances import schema_answer
 
 __all__ = ["FAULTS", "VLLM_TOOLS_REFUSED", "Chaos", "ChaosReset", "FakeProvider", "FakeReply"]
 
@@ -115,6 +118,10 @@ class Chaos:
         return self._random.choice(self.faults)
 
 
+_FAULT: contextvars.ContextVar[str] = contextvars.ContextVar("fake_provider_fault", default="ok")
+"""The chaos fault the request being answered got (each request is answered in its own context)."""
+
+
 class ChaosReset(ConnectionResetError):
     """Raised by the fake provider's app to close a connection mid-answer (the server logs it; it is no bug)."""
 
@@ -144,6 +151,8 @@ class FakeProvider:
             for the others). `faults` counts what each request got, `ok` included.
         prompt_cache: emulate the providers' prompt caches (`simia.testing.fake_cache`): usage then counts each
             prompt's tokens and reports the cached ones as OpenAI and Anthropic do; without it usage is fixed.
+        log: called with one line per request answered: its number, route, kind (`request_kind`: simulator,
+            agent, judge, ...), status and chaos fault (`python -m simia.testing.fake_provider` prints them).
     """
 
     def __init__(
@@ -154,8 +163,10 @@ class FakeProvider:
         refuse_tools: bool = False,
         chaos: Chaos | None = None,
         prompt_cache: PromptCache | None = None,
+        log: Callable[[str], None] | None = None,
     ) -> None:
         self.default = answer if answer is not None else {"ok": True}
+        self.log = log
         self.latency = latency
         self.refuse_tools = refuse_tools
         self.chaos = chaos
@@ -170,8 +181,8 @@ class FakeProvider:
         """The OpenAI Batch API and Anthropic Message Batches (`simia.testing.fake_batches`)."""
         self.app = Starlette(
             routes=[
-                Route("/v1/chat/completions", self._openai, methods=["POST"]),
-                Route("/v1/messages", self._anthropic, methods=["POST"]),
+                Route("/v1/chat/completions", self._logged(self._openai), methods=["POST"]),
+                Route("/v1/messages", self._logged(self._anthropic), methods=["POST"]),
                 *self.batches.routes(),
             ]
         )
@@ -183,6 +194,32 @@ class FakeProvider:
     @property
     def anthropic_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def _logged(self, handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        """`handler`, refusing a body that is not a JSON object (400, never a 500) and logging one line a request."""
+
+        async def answer(request: Request) -> Response:
+            _FAULT.set("ok")
+            try:
+                body = await request.json()  # starlette keeps the parsed body for the handler
+            except ValueError:
+                body = None
+            if not isinstance(body, dict):
+                response: Response = JSONResponse(
+                    {"error": {"message": "the request body is not a JSON object", "type": "invalid_request_error"}},
+                    status_code=400,
+                )
+                kind = "not JSON"
+            else:
+                response, kind = await handler(request), request_kind(body)
+            if self.log is not None:
+                drawn = _FAULT.get()
+                fault = f" ({drawn})" if drawn != "ok" else ""
+                number, status = len(self.requests), response.status_code
+                self.log(f"fake provider: #{number} {request.url.path} {kind} -> {status}{fault}")
+            return response
+
+        return answer
 
     def script(self, *replies: FakeReply) -> None:
         self.queue.extend(replies)
@@ -267,6 +304,7 @@ class FakeProvider:
         """This request's chaos fault (`ok` without chaos, and for scripted replies)."""
         fault = "ok" if self.chaos is None or scripted else self.chaos.draw()
         self.faults[fault] += 1
+        _FAULT.set(fault)  # for the log line (the request's own context: others' draws do not touch it)
         return fault
 
     async def _failure(self, fault: str, error: dict[str, Any]) -> Response:
@@ -402,36 +440,42 @@ async def _trickle(data: bytes, seconds: float, pieces: int = 10) -> AsyncIterat
 
 def main() -> None:
     """`python -m simia.testing.fake_provider --port P [--latency S] [--answer mock|schema|ok] [--seed N]
-    [--chaos RATE] [--lean]`: serve until killed."""
+    [--chaos RATE] [--lean] [--quiet]`: serve until killed, a line on stderr per request (`offline_answer`)."""
     parser = argparse.ArgumentParser(description="A fake OpenAI/Anthropic provider for tests and benchmarks.")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds every reply waits")
     parser.add_argument(
         "--answer",
-        choices=["mock", "schema", "ok"],
+        choices=ANSWER_MODES,
         default="mock",
-        help="mock: a correct simulator of the mock world; schema: an instance of each request's JSON schema "
-        '(any world, offline); ok: always {"ok": true}',
+        help="mock: the mock world played flawlessly (simulator, a pantry agent, user, judge), any other request an "
+        "instance of its schema; schema: an instance of each request's JSON schema (any world, offline); ok: "
+        '{"ok": true} where the schema takes it, else as schema (with --lean: {"ok": true} to every request). '
+        "In every mode each kind of request (simulator, agent, user, judge, bootstrap) gets an answer simia accepts",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seeds the instances of --answer schema")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the schema instances")
     parser.add_argument("--chaos", type=float, default=0.0, metavar="RATE", help="share of answers that are faults")
     parser.add_argument("--chaos-seed", type=int, default=0, help="seeds the faults' draw")
     parser.add_argument(
         "--lean", action="store_true", help="chat completions only, without a framework (load benchmarks; no chaos)"
     )
+    parser.add_argument("--quiet", action="store_true", help="no line on stderr per request answered")
     args = parser.parse_args()
-    answer: Any = None
-    if args.answer == "mock":
-        answer = mock_world_answer
-    elif args.answer == "schema":
-        answer = schema_answer(args.seed)
     if args.lean:
         if args.chaos:
             parser.error("--lean serves answers only: drop --chaos")
-        asyncio.run(serve_lean(args.port, answer or (lambda body: {"ok": True}), args.latency))
+        lean: Any = (lambda body: {"ok": True}) if args.answer == "ok" else offline_answer(args.answer, args.seed)
+        asyncio.run(serve_lean(args.port, lean, args.latency))
         return
     chaos = Chaos(seed=args.chaos_seed, rate=args.chaos) if args.chaos else None
-    provider = FakeProvider(answer, latency=args.latency, chaos=chaos)
+    log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    provider = FakeProvider(offline_answer(args.answer, args.seed), latency=args.latency, chaos=chaos, log=log)
+    print(
+        f"fake provider: --answer {args.answer} at http://127.0.0.1:{args.port}/v1 (OpenAI chat completions) and "
+        f"http://127.0.0.1:{args.port} (Anthropic messages); one line per request follows",
+        file=sys.stderr,
+        flush=True,
+    )
     uvicorn.run(provider.app, host="127.0.0.1", port=args.port, log_level="warning", backlog=4096)
 
 

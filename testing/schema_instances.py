@@ -23,7 +23,7 @@ from typing import Any
 
 from simia.sim.schema import validate_instance
 
-__all__ = ["schema_answer", "schema_instance"]
+__all__ = ["request_schema", "schema_answer", "schema_instance"]
 
 _MAX_DEPTH = 24  # deeper than this (a recursive $ref), objects and arrays stay empty
 _WORDS = ("alpha", "bravo", "delta", "echo", "kilo", "lima", "nova", "sierra", "tango", "zulu")
@@ -49,7 +49,7 @@ def schema_answer(seed: int = 0) -> Callable[[dict[str, Any]], Any]:
     (a native tool-calling turn: a final message with no tool calls)."""
 
     def answer(body: dict[str, Any]) -> Any:
-        schema = _request_schema(body)
+        schema = request_schema(body)
         if schema is None:
             return {"message": "", "tool_calls": []} if body.get("tools") else {}
         text = json.dumps([seed, body.get("seed"), body.get("messages")], sort_keys=True, default=str)
@@ -58,7 +58,9 @@ def schema_answer(seed: int = 0) -> Callable[[dict[str, Any]], Any]:
     return answer
 
 
-def _request_schema(body: dict[str, Any]) -> dict[str, Any] | None:
+def request_schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema a chat-completions (`response_format`) or Anthropic (the forced tool's) request asks for;
+    None when it asks for none."""
     spec = (body.get("response_format") or {}).get("json_schema") or {}
     if isinstance(spec.get("schema"), dict):
         return dict(spec["schema"])

@@ -12,8 +12,9 @@ Formats:
             and the dense rewards of a task with checks: `step_rewards`, one per assistant turn of `messages`
             (`turn_rewards`), and `progress` (Phi at the start and the end, gamma)
 An episode whose verdict is masked (`Verdict.training_reward()` is None: a judge error, an infrastructure
-failure, a fabricated transcript) never becomes a record unless asked for (`include_masked`, `--include-masked`:
-then `rl` rows carry it with `masked: true` and a null reward); it is reported as skipped with why. A record
+failure, a fabricated transcript), or that has no verdict at all (still active, or never judged), never becomes a
+record unless asked for (`include_masked`, `--include-masked`: then `rl` rows carry it with `masked: true` and a
+null reward); it is reported as skipped with why, as is one below `min_reward`. A record
 whose tool calls do not pair with their results, or whose client transcript claims tool calls or results the
 server never produced, is reported with its reasons and skipped, never silently written (`rl` rows keep fabricated
 ones when masked ones are included); so is an SFT record whose tool calls break the tool's `inputSchema` or call a
@@ -59,6 +60,7 @@ __all__ = [
 ]
 
 FORMATS = ("openai", "hf", "sharegpt", "hermes", "rl")
+BELOW_MIN_REWARD = "below --min-reward"
 
 
 class NothingToExport(SimiaError):
@@ -213,7 +215,8 @@ class ExportReport:
 
     Attributes:
         written: records written.
-        skipped: `{"episode", "problems"}` of each episode left out, with why.
+        skipped: `{"episode", "problems"}` of each episode left out, with why (masked or not judged, below
+            `min_reward`, injected faults, a transcript unfit for training).
         path: where the records went.
         notes: world versions served from a folder instead of the database, differing folders, and episodes
             left out because their world is nowhere (by world name and count: `EpisodeWorlds.notes`); the
@@ -225,10 +228,29 @@ class ExportReport:
     path: str = ""
     notes: list[str] = field(default_factory=list)
 
+    def reasons(self) -> Counter[str]:
+        """Skipped episodes by why, in a few words: `masked (not judged)`, `below --min-reward`, `injected faults`,
+        `unfit for training` (a transcript the checks refused)."""
+        return Counter(_reason(s["problems"][0]) if s["problems"] else "unfit for training" for s in self.skipped)
+
     def render(self) -> str:
-        lines = [f"wrote {self.written} record(s) to {self.path}; skipped {len(self.skipped)}"]
+        why = ", ".join(f"{reason} {n}" for reason, n in self.reasons().most_common())
+        lines = [
+            f"wrote {self.written} record(s) to {self.path}; skipped {len(self.skipped)}" + (f": {why}" if why else "")
+        ]
         lines += [f"  skipped {s['episode']}: {'; '.join(s['problems'][:3])}" for s in self.skipped]
         return "\n".join(lines)
+
+
+def _reason(problem: str) -> str:
+    """A skipped episode's first problem, in the few words `ExportReport.reasons` counts it by."""
+    if problem.startswith("masked ("):
+        return problem.split(";", 1)[0].split(":", 1)[0].removesuffix(")") + ")"
+    if problem.startswith("training reward ") and f" {BELOW_MIN_REWARD} " in problem:
+        return BELOW_MIN_REWARD
+    if problem.startswith("injected faults"):
+        return "injected faults"
+    return "unfit for training"
 
 
 def parse_since(value: str | None) -> float | None:
@@ -268,7 +290,9 @@ async def export(
         worlds: worlds of the folders the user named (`--worlds-dir`): checked against the stored world each
             episode ran against (a difference is reported, the stored one used), and used for episodes logged
             before the database kept worlds. None: the default world folder, for those episodes only.
-        include_masked: keep episodes whose verdict is masked (`Verdict.training_reward()` is None).
+        include_masked: keep episodes whose verdict is masked (`Verdict.training_reward()` is None) or that have
+            none (still active, or never judged).
+        min_reward: leave out (reported as skipped) episodes whose training reward is below this, masked ones too.
         injected: `drop` leaves out episodes with faults injected by a perturbation (`include` keeps them:
             they teach an agent to handle rate limits, timeouts and partial results).
     """
@@ -287,10 +311,12 @@ async def export(
         rows: list[dict[str, Any]] = []
         for episode in sorted(episodes, key=lambda e: (e.task or "", e.group_id or e.id, e.created_at)):
             reward = episode.verdict.training_reward() if episode.verdict is not None else None
-            if min_reward is not None and (reward is None or reward < min_reward):
+            if reward is None and not include_masked:  # no verdict (still active, never ended) is masked too
+                report.skipped.append({"episode": episode.id, "problems": [_masked(episode)]})
                 continue
-            if episode.verdict is not None and reward is None and not include_masked:
-                why = f"{outcome(episode.verdict)}; pass --include-masked to export it"
+            if min_reward is not None and (reward is None or reward < min_reward):
+                shown = "masked" if reward is None else f"{reward:g}"
+                why = f"training reward {shown} is {BELOW_MIN_REWARD} {min_reward:g}"
                 report.skipped.append({"episode": episode.id, "problems": [why]})
                 continue
             spec = await found.world_of(episode)
@@ -315,6 +341,14 @@ async def export(
     report.written = len(rows)
     report.notes = found.notes()
     return report
+
+
+def _masked(episode: EpisodeRecord) -> str:
+    """Why an episode without a usable reward is left out, and the flag that keeps it."""
+    if episode.verdict is None:
+        state = "the episode is still active: end it to judge it" if episode.status == "active" else episode.status
+        return f"masked (not judged: {state}); pass --include-masked to export it"
+    return f"{outcome(episode.verdict)}; pass --include-masked to export it"
 
 
 def _row(

@@ -150,6 +150,16 @@ BACKENDS: dict[str, Factory] = {
     "replay": _replay,
 }
 _EXAMPLES = {"openai": "gpt-5.4-mini", "openai-compatible": "Qwen/Qwen3-8B", "anthropic": "claude-sonnet-4-6"}
+_OPENAI_COMPATIBLE_SERVERS: dict[str, tuple[str, str]] = {
+    "ollama": ("Ollama", "http://127.0.0.1:11434/v1"),
+    "vllm": ("vLLM", "http://127.0.0.1:8000/v1"),
+    "sglang": ("SGLang", "http://127.0.0.1:30000/v1"),
+    "llamacpp": ("llama.cpp's server", "http://127.0.0.1:8080/v1"),
+    "llama-cpp": ("llama.cpp's server", "http://127.0.0.1:8080/v1"),
+    "lmstudio": ("LM Studio", "http://127.0.0.1:1234/v1"),
+    "lm-studio": ("LM Studio", "http://127.0.0.1:1234/v1"),
+}
+"""Servers people name as a backend that are `openai-compatible` ones: their name and default address, for the hint."""
 
 
 def default_backend_spec(env: Mapping[str, str]) -> str:
@@ -187,6 +197,14 @@ def resolve_backend(
     provider, _, rest = spec.partition(":")
     factory = BACKENDS.get(provider)
     if factory is None:
+        server = _OPENAI_COMPATIBLE_SERVERS.get(provider.lower().replace("_", "-").replace(".", ""))
+        if server is not None:
+            name, url = server
+            model = rest or "MODEL"
+            raise BackendConfigError(
+                f"unknown backend {provider!r}: {name} speaks the OpenAI API, so use "
+                f"openai-compatible:{model} --base-url {url} (its default address)"
+            )
         close = difflib.get_close_matches(provider, list(BACKENDS), n=1, cutoff=0.5)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise BackendConfigError(

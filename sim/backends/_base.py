@@ -202,7 +202,9 @@ class RetryPolicy:
 
 
 def parse_json_object(text: str) -> dict[str, Any]:
-    """Parse a model's text as one JSON object (tolerating a ```json fence).
+    """Parse a model's text as one JSON object (tolerating a ```json fence, and raw control characters such as a
+    line break inside a string: grammar-constrained decoding lets a small model write them, and what it meant is
+    plain).
 
     Raises:
         BackendOutputError: the text is not a JSON object.
@@ -212,10 +214,11 @@ def parse_json_object(text: str) -> dict[str, Any]:
         body = body.split("\n", 1)[1] if "\n" in body else ""
         body = body.rsplit("```", 1)[0]
     try:
-        data = json.loads(body)
+        data = json.loads(body, strict=False)  # strict=False: control characters are allowed inside strings
     except json.JSONDecodeError as exc:
+        problem = exc.msg.removesuffix(" at")  # "Invalid control character at": the position follows
         raise BackendOutputError(
-            f"model output is not valid JSON ({exc.msg} at char {exc.pos}): {text[:120]!r}"
+            f"model output is not valid JSON ({problem} at char {exc.pos}): {text[:120]!r}"
         ) from None
     if not isinstance(data, dict):
         raise BackendOutputError(f"model output is JSON but not an object: {text[:120]!r}")

@@ -41,8 +41,21 @@ def embedded_model_path() -> Path:
     raise BackendConfigError(f"the embedded model is not installed; run: {INSTALL_HINT}")
 
 
-@functools.lru_cache(maxsize=8)
+_loading = threading.Lock()
+"""One model load at a time, in the whole process. llama-cpp silences a load by pointing the process's stdout and
+stderr (file descriptors 1 and 2) at /dev/null and back: two loads at once, in two threads (the agent's, the
+user's and the simulator's contexts of a rollout with several episodes in flight), each restore what the other
+saved, /dev/null, and the process prints nothing ever after (`simia rollout ... | tee` wrote no table)."""
+
+
 def _load(path: str, n_ctx: int, n_threads: int | None, slot: str = "") -> tuple[Any, threading.Lock]:
+    """The model at `path` in context `slot`, loaded once per process (its lock serializes its calls)."""
+    with _loading:
+        return _load_once(path, n_ctx, n_threads, slot)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_once(path: str, n_ctx: int, n_threads: int | None, slot: str) -> tuple[Any, threading.Lock]:
     try:
         from llama_cpp import Llama  # optional extra (local)
     except ImportError:

@@ -11,6 +11,7 @@ modified; a `Step` carries the new one.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -118,6 +119,9 @@ def _recordable(call: ToolCall, max_argument_bytes: int) -> ToolCall:
     note = f"{size} bytes" if size >= 0 else "not storable (too deep or invalid Unicode)"
     return ToolCall(shown_name(call.tool), {REFUSED_ARGUMENTS: note})
 
+
+_ERROR_PREFIX = re.compile(r"^\s*(?:error\s*(?:\([^)]*\))?\s*:\s*)+", re.IGNORECASE)
+"""An `Error (code):` the model wrote itself at the start of an error's message (simia writes its own)."""
 
 MAX_ARGUMENT_DEPTH = 32
 """Arguments nested deeper than this (objects and arrays) are refused before any model call."""
@@ -404,7 +408,7 @@ class Simulator:
             problem = contradiction(plan, is_error=True, code=code, output=None, patch=[]) if plan else ""
             if problem:
                 return problem
-            message = str(data.get("message") or "").strip() or code.replace("_", " ")
+            message = _ERROR_PREFIX.sub("", str(data.get("message") or "")).strip() or code.replace("_", " ")
             return Step(
                 tool.name,
                 {},

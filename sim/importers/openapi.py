@@ -7,18 +7,21 @@ description's folder; remote documents only when asked), and maps each operation
 
     name          operationId, or method + path; made MCP-valid and unique
     description   summary and description (title: the summary)
-    inputSchema   path, query, header and cookie parameters, and the JSON request body (as `body`)
+    inputSchema   path, query, header and cookie parameters, and the request body (as `body`): JSON, or a form
+                  (application/x-www-form-urlencoded, multipart/form-data, Swagger 2.0's formData fields) as an
+                  object of its fields
     outputSchema  the first 2xx JSON response; `allOf` parts merged into one object (`object_root`), a root
                   that is not an object wrapped as `result`; the response's own examples checked against it
     errors        each documented 4xx/5xx response: {code: not_found, when: "HTTP 404: ..."}
     annotations   readOnlyHint for GET/HEAD/OPTIONS/TRACE, destructiveHint for DELETE, idempotentHint for PUT/DELETE
-    _meta         {"simia/openapi": {"method", "path", "operationId"}}: where the tool came from
+    _meta         {"simia/openapi": {"method", "path", "operationId"}}: where the tool came from (and
+                  "requestBody": the media type of a form body)
     grounding     for REST resources (`/things`, `/things/{id}`): reads, effects and preconditions over a
                   state laid out as `{"things": {id: record}}` (`simia.sim.importers.rest`; state.json a skeleton)
 
-Security requirements go into the world's policy. Operations that cannot be a tool (a request
-body that is not JSON, a broken `$ref`, a file upload) are skipped, and every skip or change
-is a `ReportEntry` with the reason.
+Security requirements go into the world's policy. Operations that cannot be a tool (a required request
+body that is neither JSON nor a form, a broken `$ref`, a required file upload) are skipped, and every skip or
+change is a `ReportEntry` with the reason. OpenAPI 3.2 and later 3.x are read as 3.1, with a note.
 """
 
 from __future__ import annotations
@@ -71,14 +74,21 @@ class _Version:
     label: str  # "Swagger 2.0", "OpenAPI 3.0.4"
     v2: bool
     v31: bool
+    beyond: bool = False  # a 3.x after 3.1 (3.2, ...): read as 3.1, with a note
+
+
+_BEYOND = (
+    "is newer than the versions simia documents (Swagger 2.0, OpenAPI 3.0 and 3.1): read as 3.1, so what is new "
+    "in it is not imported; check the tools"
+)
 
 
 def _version(spec: dict[str, Any], where: str) -> _Version:
     swagger, openapi = spec.get("swagger"), spec.get("openapi")
     if str(swagger) == "2.0":
         return _Version("Swagger 2.0", True, False)
-    if isinstance(openapi, str) and re.match(r"3\.[0-9]+(\.|$)", openapi):
-        return _Version(f"OpenAPI {openapi}", False, not openapi.startswith("3.0"))
+    if isinstance(openapi, str) and (minor := re.match(r"3\.([0-9]+)(\.|$)", openapi)):
+        return _Version(f"OpenAPI {openapi}", False, not openapi.startswith("3.0"), int(minor[1]) > 1)
     if swagger is None and openapi is None:
         raise ImportSourceError(f"{where} is not an OpenAPI description: no 'openapi' or 'swagger' field at the top")
     found = f"swagger: {swagger}" if swagger is not None else f"openapi: {openapi}"
@@ -95,7 +105,8 @@ class _Operation:
     label: str = field(init=False)
     arguments: dict[str, str] = field(default_factory=dict)  # path and query parameter -> its inputSchema key
     query: list[str] = field(default_factory=list)  # the query parameters' names
-    body: str | None = None  # the inputSchema key of a required JSON request body
+    body: str | None = None  # the inputSchema key of a required request body
+    media_type: str = ""  # a request body that is not JSON: its media type (a form), in the tool's _meta
 
     def __post_init__(self) -> None:
         self.label = f"{self.method.upper()} {self.path}"
@@ -143,6 +154,8 @@ def import_openapi(
         version=str(info.get("version") or "1"),
         source=source,
     )
+    if version.beyond:
+        world.report.append(ReportEntry("note", "version", f"{version.label} {_BEYOND}"))
     loader = RefLoader(base_uri, fetch)
     world.report += _validation_notes(spec, base_uri, loader)
     resolved = jsonref.replace_refs(spec, base_uri=base_uri, loader=loader, merge_props=version.v31)
@@ -328,6 +341,8 @@ def _tool(operation: _Operation, spec: Any, version: _Version, report: list[Repo
     meta = {"method": operation.method.upper(), "path": operation.path}
     if isinstance(op.get("operationId"), str):
         meta["operationId"] = op["operationId"]
+    if operation.media_type:
+        meta["requestBody"] = operation.media_type  # the real API takes the `body` argument in this encoding
     tool["_meta"] = {"simia/openapi": meta}
     errors = _errors(op.get("responses"))
     if errors:
@@ -397,29 +412,84 @@ def _input_schema(
         if where == "body" and param.get("required") is True:
             operation.body = key
     if form_fields:
-        _non_json_body(any(p.get("required") is True for p in form_fields), ["form data"], changes)
+        consumes = operation.op.get("consumes") or spec.get("consumes") or []
+        kind = next((str(t) for t in consumes if _form_type(t)), "form data")
+        form = _form_fields(form_fields, version, converter, changes)
+        needed = any(p.get("required") is True for p in form_fields)
+        key = _add_body(operation, properties, required, form, "", needed, changes)
+        changes.append(f"the request body is {kind}: imported as the {key!r} argument, an object of its fields")
+        operation.media_type = kind
     body = operation.op.get("requestBody")
     if not version.v2 and isinstance(body, dict):
         content: dict[str, Any] = body["content"] if isinstance(body.get("content"), dict) else {}
-        media = _json_media(content)
-        if media is None:
+        found = _body_media(content)
+        if found is None:
             _non_json_body(body.get("required") is True, list(content), changes)
         else:
-            key = unique_name("body", properties)
-            if key != "body":
-                changes.append(f"the request body is {key!r} (a parameter is named 'body')")
+            media_type, media = found
             body_schema = converter.convert(media.get("schema", {}), "request")
             description = " ".join(str(body.get("description") or "").split())
-            if description and "description" not in body_schema:
-                body_schema["description"] = description
-            properties[key] = body_schema
-            if body.get("required") is True:
-                required.append(key)
-                operation.body = key
+            needed = body.get("required") is True
+            key = _add_body(operation, properties, required, body_schema, description, needed, changes)
+            if not _is_json(media_type):
+                changes.append(
+                    f"the request body is {media_type}: imported as the {key!r} argument, an object of its fields"
+                )
+                operation.media_type = media_type
     root: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         root["required"] = required
     return root
+
+
+def _add_body(
+    operation: _Operation,
+    properties: dict[str, Any],
+    required: list[str],
+    schema: dict[str, Any],
+    description: str,
+    is_required: bool,
+    changes: list[str],
+) -> str:
+    """Add the request body's schema as the `body` argument (another name when a parameter has that one); a
+    required body is the operation's `body` (what a REST create stores). Returns its key."""
+    key = unique_name("body", properties)
+    if key != "body":
+        changes.append(f"the request body is {key!r} (a parameter is named 'body')")
+    if description and "description" not in schema:
+        schema["description"] = description
+    properties[key] = schema
+    if is_required:
+        required.append(key)
+        operation.body = key
+    return key
+
+
+def _form_fields(
+    fields: list[dict[str, Any]], version: _Version, converter: SchemaConverter, changes: list[str]
+) -> dict[str, Any]:
+    """Swagger 2.0's `formData` parameters as one object schema, a field a property (an optional file upload is
+    left out with a note; a required one skips the operation)."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for field_ in fields:
+        name = str(field_["name"])
+        if field_.get("type") == "file":
+            if field_.get("required") is True:
+                raise _Skip(f"form field {name!r} is a file upload, not JSON")
+            changes.append(f"optional form field {name!r} (a file upload) left out")
+            continue
+        schema = _parameter_schema(field_, version, converter)
+        description = " ".join(str(field_.get("description") or "").split())
+        if description and "description" not in schema:
+            schema["description"] = description
+        properties[name] = schema
+        if field_.get("required") is True:
+            required.append(name)
+    form: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        form["required"] = required
+    return form
 
 
 def _parameter_schema(param: dict[str, Any], version: _Version, converter: SchemaConverter) -> dict[str, Any]:
@@ -442,7 +512,7 @@ def _parameter_schema(param: dict[str, Any], version: _Version, converter: Schem
 def _non_json_body(required: bool, types: list[str], changes: list[str]) -> None:
     kinds = ", ".join(str(t) for t in types) or "no media type"
     if required:
-        raise _Skip(f"the request body is {kinds}, not JSON (only JSON bodies are imported)")
+        raise _Skip(f"the request body is {kinds}, not JSON nor a form (only JSON and form bodies are imported)")
     changes.append(f"optional request body ({kinds}, not JSON) left out")
 
 
@@ -455,6 +525,21 @@ def _json_media(content: dict[str, Any]) -> dict[str, Any] | None:
     for media_type, media in content.items():
         if _is_json(media_type):
             return media if isinstance(media, dict) else {}
+    return None
+
+
+def _form_type(media_type: Any) -> bool:
+    kind = str(media_type).split(";", 1)[0].strip().lower()
+    return kind in {"application/x-www-form-urlencoded", "multipart/form-data"}
+
+
+def _body_media(content: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The request body's media type and Media Type Object: JSON first, else a form (URL-encoded or multipart,
+    whose fields a JSON object carries as well); None for any other type."""
+    for accepted in (_is_json, _form_type):
+        for media_type, media in content.items():
+            if accepted(media_type):
+                return str(media_type), media if isinstance(media, dict) else {}
     return None
 
 

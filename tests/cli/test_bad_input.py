@@ -100,6 +100,11 @@ BAD = [
     (["serve", "--price", "m=1,inf"], "--price: prices must be finite numbers of USD"),
     # numbers out of their range
     (["import", "openapi", "x.yaml", "--max-size-mb", "0"], "--max-size-mb: must be megabytes more than 0, got 0"),
+    (
+        ["import", "openapi", "https://example.com/v1/api.json"],
+        "error: `simia import openapi` reads a local file, not a URL: download it first (curl -fL -o api.json "
+        "'https://example.com/v1/api.json'), then run `simia import openapi api.json`",
+    ),
     (["import", "openapi", "x.yaml", "--max-size-mb", "nan"], "--max-size-mb: expected a finite number"),
     (["import", "mcp", "--timeout", "-1", "x"], "--timeout: must be seconds more than 0, got -1"),
     (["fidelity", "retail", "--min-agreement", "-1"], "--min-agreement: must be a share at least 0 and at most 1"),
@@ -154,6 +159,12 @@ BAD = [
     (["serve", "--token", ""], "error: a bearer token cannot be empty"),
     (["serve", "--transport", "stdio", "--world", "mock", "--task", "nope"], "error: unknown task 'nope' in world"),
     (["serve", "--world", "nope"], "error: unknown world 'nope'; loaded: mock, retail"),
+    (["serve", "--world", "retial"], "error: unknown world 'retial' (did you mean 'retail'?); loaded: mock, retail"),
+    (
+        ["serve", "--backend", "ollama:llama3"],
+        "error: unknown backend 'ollama': Ollama speaks the OpenAI API, so use openai-compatible:llama3 --base-url "
+        "http://127.0.0.1:11434/v1 (its default address)",
+    ),
     # --worlds-dir
     (["serve", "--worlds-dir", "notes.txt"], "--worlds-dir: 'notes.txt' is a file; give a folder of world folders"),
     (["worlds", "--worlds-dir", "missing"], "--worlds-dir: 'missing' does not exist; give a folder of world folders"),
@@ -283,7 +294,7 @@ def test_a_world_whose_files_are_not_utf8_is_skipped_and_named(junk: Path, capsy
     assert err.splitlines() == [
         "warning: skipped invalid world 'mock' (worlds/mock): not UTF-8 text (byte 0); "
         "run `simia validate` for details",
-        "error: no valid worlds to serve; pass --worlds-dir DIR (a folder of world folders)",
+        "error: no valid worlds to serve in worlds: fix them (see `simia validate worlds`)",
     ]
     assert snapshot(junk) == before
 

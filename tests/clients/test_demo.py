@@ -30,10 +30,11 @@ async def test_the_demo_runs_a_judged_retail_episode_offline_and_exports_it(tmp_
     assert result["verdict"] is not None and result["verdict"].rule_checks  # judged, with the task's rules
     assert "Trajectory (" in text and "VERDICT    " in text and "simia serve --backend openai:" in text
     verdict = result["verdict"]
-    if verdict.training_reward() is None:  # the 135M judge may fail, or blame the user: never training data
+    if not verdict.training_reward():  # masked (the 135M judge may fail, or blame the user) or failed: no SFT data
         assert not (tmp_path / "sft.jsonl").exists()
         assert f"VERDICT    {outcome(verdict)}" in text and "export checks passed" not in text
     else:
         record = json.loads((tmp_path / "sft.jsonl").read_text())
         assert record["messages"][0]["role"] == "system" and len(record["tools"]) == 10
     assert (tmp_path / "demo.db").is_file()
+    assert "\nStopped: " in text and f"simia view --db {tmp_path / 'demo.db'}" in text

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from simia.clients.agent import Agent
+from simia.clients.api import SimiaApiError, SimiaClient
 from simia.clients.rollout import RolloutConfig, rollout, select_tasks
 from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend, ScriptedBackend
@@ -230,3 +231,12 @@ def test_the_cost_line_sums_the_agent_and_user_usage_per_episode() -> None:
         "$0.0080 ($1.00 per 1,000 model calls); $0.0040 per episode"
     )
     assert summary.counts()["agent_usage"]["cached_tokens"] == 3_000
+
+
+async def test_a_world_the_server_lacks_is_named_with_the_closest_one_it_serves(make_server: Any) -> None:
+    async with make_server() as server, SimiaClient(server.url) as api:
+        with pytest.raises(SimiaApiError) as info:
+            await api.world("mokc")
+    assert info.value.message == (
+        "the server does not serve world 'mokc' (did you mean 'mock'?); it serves: mock, retail"
+    )

@@ -34,7 +34,7 @@ async def test_rollout_runs_every_task_and_writes_results(sandbox: Sandbox) -> N
     assert sorted(table[6:10]) == [  # eight attempts per task: pass^k, interval and flips
         f"{t}  n=8  mean 1.00 [0.68, 1.00]  pass^1..8 {' '.join(['1.00'] * 8)}  flips 0.00" for t in sorted(tasks)
     ]
-    assert table[-1] == "results: runs/results.jsonl  summary: runs/summary.json"
+    assert table[-1] == "results: runs/results.jsonl (appended, every run)  summary: runs/summary.json (this run)"
     assert set(sandbox.roles()) == {"simulator", "agent", "user", "judge"}
 
 

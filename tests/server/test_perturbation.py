@@ -95,8 +95,11 @@ async def test_the_judge_is_told_what_was_injected_and_exports_can_drop_it(make_
         view = await EpisodeView.read(server.store, record, None)
     prompt = Judge(None).build_messages(worlds["mock"], worlds["mock"].task("restock_milk"), view)
     assert '"injected_fault": "timeout"' in prompt[1]["content"] and "injected on purpose" in prompt[0]["content"]
-    kept = await export(tmp_path / "simia.db", "rl", tmp_path / "all.jsonl", worlds)
-    dropped = await export(tmp_path / "simia.db", "rl", tmp_path / "clean.jsonl", worlds, injected="drop")
+    # no judge served them: unjudged, so masked, and asked for (what is tested is the injected filter)
+    kept = await export(tmp_path / "simia.db", "rl", tmp_path / "all.jsonl", worlds, include_masked=True)
+    dropped = await export(
+        tmp_path / "simia.db", "rl", tmp_path / "clean.jsonl", worlds, injected="drop", include_masked=True
+    )
     assert kept.written == 2 and dropped.written == 1
     assert dropped.skipped == [{"episode": faulty.id, "problems": ["injected faults: timeout"]}]
 

@@ -105,7 +105,8 @@ async def test_a_read_only_tool_routed_real_is_answered_by_the_real_server_and_w
             detail = await api.get(episode.id)
             await api.end(episode.id)
         rows = tmp_path / "rl.jsonl"
-        await export(tmp_path / "simia.db", "rl", rows, {"counters": load_world(worlds / "counters")})
+        worlds_by_name = {"counters": load_world(worlds / "counters")}
+        await export(tmp_path / "simia.db", "rl", rows, worlds_by_name, include_masked=True)  # unjudged: asked for
     assert pears.structured_content == {"name": "pears", "value": 17}  # the real answer, not the state's 7
     assert added.structured_content == {"name": "apples", "value": 5}  # simulated: the state changes
     assert apples.structured_content == {"name": "apples", "value": 3}  # real: the real server saw no write

@@ -13,7 +13,14 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 from simia.server.inprocess import free_port
-from simia.sim.backends import CompletionRequest, RetryPolicy, ScriptedBackend, ToolRequest, resolve_backend
+from simia.sim.backends import (
+    CompletionRequest,
+    RetryPolicy,
+    ScriptedBackend,
+    ToolRequest,
+    parse_json_object,
+    resolve_backend,
+)
 from simia.sim.errors import (
     BackendConfigError,
     BackendOutputError,
@@ -271,6 +278,33 @@ async def test_model_text_that_is_not_json_is_an_output_error() -> None:
         with pytest.raises(BackendOutputError, match="not valid JSON"):
             await backend.complete(REQUEST)
         await backend.aclose()
+
+
+def completion_body(content: str) -> str:
+    """A chat completion whose assistant text is `content`, exactly as a provider sends it."""
+    message = {"role": "assistant", "content": content}
+    choice = {"index": 0, "finish_reason": "stop", "message": message}
+    return json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]})
+
+
+async def test_a_raw_control_character_inside_a_json_string_is_read_not_failed() -> None:
+    """Grammar-constrained decoding lets the embedded model write a raw line break or tab inside a string
+    ("Invalid control character at: ..." failed agent and judge calls): what it meant is plain, so it is read."""
+    async with FakeProvider().running() as fake:
+        fake.script(FakeReply(body=completion_body('{"answer": 4, "note": "two\nlines\tand a tab"}')))
+        backend = backend_for("openai-compatible", fake, RetryPolicy())
+        completion = await backend.complete(REQUEST)
+        await backend.aclose()
+    assert completion.data == {"answer": 4, "note": "two\nlines\tand a tab"}
+    assert parse_json_object('{"message": "a\x01b"}') == {"message": "a\x01b"}
+
+
+def test_an_unparsable_answer_names_the_problem_and_its_position_once() -> None:
+    with pytest.raises(BackendOutputError) as info:
+        parse_json_object('{"message": "cut off')
+    assert str(info.value) == (
+        'model output is not valid JSON (Unterminated string starting at char 12): \'{"message": "cut off\''
+    )
 
 
 async def test_the_concurrency_cap_bounds_requests_in_flight() -> None:

@@ -69,6 +69,14 @@ async def test_a_failed_rule_check_makes_the_reward_0_and_both_are_reported(
     assert verdict.usage["calls"] == 1
 
 
+async def test_every_attempt_of_the_judge_counts_as_a_model_call_a_failed_one_too(mock: World) -> None:
+    """`simia judge` printed "1 model calls" when the judge's model answered unreadable text twice before a verdict:
+    the failed attempts were calls as well (their tokens are unknown)."""
+    backend = ScriptedBackend([{"text": "PASS!"}, {"text": '{"criteria": '}, PASS])
+    verdict = await Judge(backend, max_attempts=3).judge(mock, mock.task("restock_milk"), view(mock, 4))
+    assert (verdict.status, verdict.reward, verdict.usage["calls"]) == ("ok", 1, 3)
+
+
 async def test_a_judge_that_keeps_failing_gives_judge_error_never_a_silent_score(mock: World) -> None:
     inconsistent = {**FAIL, "reward": 1}  # a failed criterion with reward 1
     backend = ScriptedBackend([inconsistent, {"text": "PASS!"}, {"raise": "rejected", "message": "HTTP 400"}])

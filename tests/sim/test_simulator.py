@@ -345,3 +345,13 @@ async def test_a_tools_documented_codes_come_first_and_a_world_may_add_codes(moc
         world, world.initial_state, [], ToolCall("get_item", {"name": "milk"})
     )
     assert step.error_code == "out_of_stock"
+
+
+@pytest.mark.parametrize(
+    "written", ["Error (not_found): No item named kiwi.", "error: No item named kiwi.", "No item named kiwi."]
+)
+async def test_an_error_prefix_the_model_wrote_itself_is_not_written_twice(written: str) -> None:
+    world = World.model_validate({"name": "w", "tools": [{"name": "get_item", "inputSchema": {"type": "object"}}]})
+    answer = {"is_error": True, "error_code": "not_found", "message": written, "output": None, "state_patch": []}
+    step = await Simulator(FunctionBackend(lambda _: answer)).step(world, {}, [], ToolCall("get_item", {}))
+    assert step.text == "Error (not_found): No item named kiwi."

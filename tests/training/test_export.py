@@ -152,6 +152,54 @@ async def test_a_masked_episode_is_never_training_data_in_any_format_unless_aske
     assert (row["reward"], row["masked"], row["outcome"]) == (None, True, "masked (infrastructure failure)")
 
 
+async def test_an_episode_never_ended_is_never_training_data_and_the_output_says_why(tmp_path: Path) -> None:
+    """The recipe's episode, never ended (so never judged), whose one tool result is an infrastructure failure: every
+    SFT format wrote it. Without a verdict it is masked (not judged) like a masked verdict: left out of every format,
+    counted in the summary line, and kept only with `include_masked`."""
+    db = tmp_path / "s.db"
+    service = EpisodeService(
+        WORLDS, Simulator(FunctionBackend(lambda r: {"nonsense": True})), open_store(db), ServerSettings(),
+        judge=Judge(None),
+    )  # fmt: skip
+    episode = await service.create("mock", task="restock_milk")
+    failed = await service.call(episode.id, "", "set_quantity", {"name": "milk", "qty": 4})
+    await service.store.close()
+    assert failed.error_kind == "infra"
+    why = "masked (not judged: the episode is still active: end it to judge it); pass --include-masked to export it"
+    for fmt in ("openai", "sharegpt", "hermes", "rl"):
+        out = tmp_path / f"{fmt}.jsonl"
+        left_out = await export(db, fmt, out, WORLDS)
+        assert (left_out.written, left_out.skipped) == (0, [{"episode": episode.id, "problems": [why]}]), fmt
+        assert left_out.render().splitlines() == [
+            f"wrote 0 record(s) to {out}; skipped 1: masked (not judged) 1",
+            f"  skipped {episode.id}: {why}",
+        ]
+        assert out.read_text() == ""
+    kept = await export(db, "rl", tmp_path / "rl.jsonl", WORLDS, include_masked=True)
+    [row] = [json.loads(line) for line in (tmp_path / "rl.jsonl").read_text().splitlines()]
+    assert (kept.written, row["reward"], row["masked"], row["outcome"], row["status"]) == (
+        1,
+        None,
+        True,
+        "masked (not judged)",
+        "active",
+    )
+
+
+async def test_episodes_under_min_reward_are_counted_as_skipped_with_why(tmp_path: Path) -> None:
+    ids = await make_db(tmp_path / "s.db")
+    report = await export(tmp_path / "s.db", "openai", tmp_path / "o.jsonl", WORLDS, min_reward=1)
+    assert report.written == 1
+    assert report.skipped == [
+        {"episode": ids["bad"], "problems": ["masked (fabricated tool calls); pass --include-masked to export it"]},
+        {"episode": ids["fork"], "problems": ["training reward 0 is below --min-reward 1"]},
+    ]
+    assert report.render().splitlines()[0] == (
+        f"wrote 1 record(s) to {tmp_path / 'o.jsonl'}; skipped 2: masked (fabricated tool calls) 1, "
+        "below --min-reward 1"
+    )
+
+
 async def test_rl_rows_carry_each_assistant_turns_shaped_reward_beside_the_unchanged_outcome(tmp_path: Path) -> None:
     """weekly_restock (apples weigh 2 of 4, milk 1, the rice kept at 2 is 1): a turn that reads earns 0, a turn
     that sets the apples and the milk earns the sum of its two calls (0.5 + 0.25), the answer earns 0; the outcome

@@ -171,7 +171,7 @@ def test_the_report_says_what_was_skipped_and_changed_and_the_policy_names_the_c
         ReportEntry(
             "skipped",
             "PUT /items/{itemId}/photo",
-            "the request body is image/png, not JSON (only JSON bodies are imported)",
+            "the request body is image/png, not JSON nor a form (only JSON and form bodies are imported)",
         ),
         ReportEntry(
             "note",
@@ -256,14 +256,128 @@ def test_swagger_2_parameters_bodies_and_types_become_json_schema(tmp_path: Path
     assert tools["addPet"]["inputSchema"] == {"type": "object", "properties": {"pet": PET}, "required": ["pet"]}
     assert tools["addPet"]["outputSchema"] == PET
     assert (
-        ReportEntry(
-            "skipped",
-            "POST /pets/{id}/photo",
-            "the request body is form data, not JSON (only JSON bodies are imported)",
-        )
-        in world.report
+        ReportEntry("skipped", "POST /pets/{id}/photo", "form field 'file' is a file upload, not JSON") in world.report
     )
     write_world(tmp_path / "out", world.files())
+
+
+FORMS = """
+openapi: 3.0.3
+info: {title: Records, version: "1"}
+paths:
+  /{dataset}/records:
+    post:
+      operationId: searchRecords
+      parameters: [{name: dataset, in: path, required: true, schema: {type: string}}]
+      requestBody:
+        required: true
+        content:
+          application/x-www-form-urlencoded:
+            schema:
+              type: object
+              required: [criteria]
+              properties:
+                criteria: {type: string, description: A Lucene query.}
+                start: {type: integer, default: 0}
+      responses: {200: {description: ok, content: {application/json: {schema: {type: object}}}}}
+  /notes:
+    post:
+      operationId: addNote
+      requestBody:
+        content:
+          multipart/form-data:
+            schema: {type: object, properties: {text: {type: string}, attachment: {type: string, format: binary}}}
+      responses: {201: {description: created}}
+"""
+SWAGGER_FORMS = """
+swagger: "2.0"
+info: {title: Stars, version: "1"}
+paths:
+  /animal/search:
+    post:
+      operationId: searchAnimals
+      consumes: [application/x-www-form-urlencoded]
+      parameters:
+        - {name: pageNumber, in: query, type: integer}
+        - {name: name, in: formData, type: string, description: The animal's name.}
+        - {name: earthAnimal, in: formData, type: boolean}
+        - {name: photo, in: formData, type: file}
+      responses: {200: {description: ok, schema: {type: object}}}
+"""
+
+
+def test_form_bodies_import_their_fields_as_the_body_argument_like_json_bodies(tmp_path: Path) -> None:
+    """URL-encoded and multipart bodies (OpenAPI 3) and Swagger 2.0's formData fields were dropped, an operation
+    with a required one skipped: a search lost every criterion. They import as `body`, an object of the fields,
+    as a JSON body does, and the report and `_meta` say the real API takes them form-encoded."""
+    world = imported(tmp_path, FORMS)
+    tools = by_name(world)
+    assert tools["searchRecords"]["inputSchema"] == {
+        "type": "object",
+        "properties": {
+            "dataset": {"type": "string"},
+            "body": {
+                "type": "object",
+                "required": ["criteria"],
+                "properties": {
+                    "criteria": {"type": "string", "description": "A Lucene query."},
+                    "start": {"type": "integer", "default": 0},
+                },
+            },
+        },
+        "required": ["dataset", "body"],
+    }
+    assert tools["searchRecords"]["_meta"]["simia/openapi"]["requestBody"] == "application/x-www-form-urlencoded"
+    assert tools["addNote"]["inputSchema"]["properties"]["body"]["properties"] == {
+        "text": {"type": "string"},
+        "attachment": {"type": "string", "format": "binary"},
+    }
+    assert "required" not in tools["addNote"]["inputSchema"]
+    changed = [(e.item, e.reason) for e in world.report if e.kind == "changed"]
+    assert changed == [
+        (
+            "POST /{dataset}/records",
+            "the request body is application/x-www-form-urlencoded: imported as the 'body' argument, an object of "
+            "its fields",
+        ),
+        (
+            "POST /notes",
+            "the request body is multipart/form-data: imported as the 'body' argument, an object of its fields",
+        ),
+    ]
+    legacy = imported(tmp_path, SWAGGER_FORMS)
+    [search] = legacy.tools
+    assert search["inputSchema"] == {
+        "type": "object",
+        "properties": {
+            "pageNumber": {"type": "integer"},
+            "body": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "The animal's name."},
+                    "earthAnimal": {"type": "boolean"},
+                },
+            },
+        },
+    }
+    assert [e.reason for e in legacy.report if e.kind == "changed"] == [
+        "optional form field 'photo' (a file upload) left out",
+        "the request body is application/x-www-form-urlencoded: imported as the 'body' argument, an object of its "
+        "fields",
+    ]
+    write_world(tmp_path / "out", world.files())  # the imported world loads
+
+
+def test_an_openapi_version_past_3_1_imports_with_a_note_that_it_is_beyond_the_documented_ones(tmp_path: Path) -> None:
+    world = imported(tmp_path, SHOP.replace("openapi: 3.0.3", "openapi: 3.2.0"))
+    assert world.report[0] == ReportEntry(
+        "note",
+        "version",
+        "OpenAPI 3.2.0 is newer than the versions simia documents (Swagger 2.0, OpenAPI 3.0 and 3.1): read as 3.1, "
+        "so what is new in it is not imported; check the tools",
+    )
+    assert [t["name"] for t in world.tools] == [t["name"] for t in imported(tmp_path, SHOP).tools]
+    assert not any(e.item == "version" for e in imported(tmp_path, SHOP).report)
 
 
 RECURSIVE = """

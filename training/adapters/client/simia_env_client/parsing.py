@@ -126,7 +126,8 @@ def parse_tool_calls(text: str, *, id_prefix: str = "call") -> ParsedTurn:
             try:
                 found.append(_call(json.loads(block.strip()), f"tool call {i + 1}"))
             except json.JSONDecodeError as exc:
-                found.append(f"tool call {i + 1} is not valid JSON ({exc.msg} at char {exc.pos}). {FORMAT_HINT}")
+                problem = exc.msg.removesuffix(" at")  # "Invalid control character at": the position follows
+                found.append(f"tool call {i + 1} is not valid JSON ({problem} at char {exc.pos}). {FORMAT_HINT}")
         content = _BLOCK.sub("", text).strip()
     else:
         answer = _json_calls(text)
