@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import mcp_types as types
+from mcp import Client
 from simia.sim.backends import Backend, Usage
 from simia.sim.verdict import Outcome, Verdict, outcome, tally
 from simia.sim.wire import TaskInfo, WorldInfo
@@ -370,7 +372,10 @@ async def _run_with_retries(
             else None
         )
         try:
-            async with api.mcp(episode) as session:
+            async with contextlib.AsyncExitStack() as stack:
+                session = await stack.enter_async_context(api.mcp(episode))
+                if user is not None and episode.user_mcp_url:  # a dual-control world: the user's own tools
+                    await _give_user_tools(user, await stack.enter_async_context(api.mcp(episode.user_mcp_url)))
                 run = await agent.run(
                     session, instruction=task.instruction, policy=config.world.policy, user=user, seed=seed
                 )
@@ -432,6 +437,16 @@ def _result(
         transcript=run.transcript,
         outcome=outcome(verdict if judged else None, unjudged=_MASKED_RUN[status]),
     )
+
+
+async def _give_user_tools(user: UserSimulator, session: Client) -> None:
+    """Let the user simulator call the user's own tools over the episode's user MCP session."""
+
+    async def call(name: str, arguments: dict[str, Any]) -> str:
+        result = await session.call_tool(name, arguments)
+        return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+    user.use_tools((await session.list_tools()).tools, call)
 
 
 async def _end_quietly(api: SimiaClient, episode_id: str, transcript: list[dict[str, Any]]) -> None:

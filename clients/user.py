@@ -24,11 +24,8 @@ from simia.sim.world import persona as persona_of
 
 __all__ = ["UserSimulator"]
 
-SCHEMA = {
-    "type": "object",
-    "properties": {"message": {"type": "string"}, "done": {"type": "boolean"}},
-    "required": ["message", "done"],
-}
+SCHEMA_PROPERTIES: dict[str, Any] = {"message": {"type": "string"}, "done": {"type": "boolean"}}
+SCHEMA: dict[str, Any] = {"type": "object", "properties": SCHEMA_PROPERTIES, "required": ["message", "done"]}
 
 UserToolCaller = Callable[[str, dict[str, Any]], Awaitable[str]]
 """Calls one of the user's own tools (name, arguments) and gives its result text."""
@@ -120,10 +117,10 @@ class UserSimulator:
         return message, bool(data.get("done"))
 
     async def _turn(self, *, with_tools: bool = True) -> dict[str, Any]:
-        schema = SCHEMA
+        schema: dict[str, Any] = SCHEMA
         if self.tools and with_tools:
             calls = action_schema(self.tools)["properties"]["tool_calls"]
-            schema = {**SCHEMA, "properties": {**SCHEMA["properties"], "tool_calls": calls}}
+            schema = {**SCHEMA, "properties": {**SCHEMA_PROPERTIES, "tool_calls": calls}}
         completion = await self.backend.complete(
             CompletionRequest(
                 messages=self.messages,
@@ -136,7 +133,8 @@ class UserSimulator:
         )
         self.usage = self.usage + completion.usage
         self._pending = self._pending + completion.usage
-        return completion.data
+        data: dict[str, Any] = completion.data
+        return data
 
     async def start(self, instruction: str) -> str:
         message, _ = await self._say("The agent greets you. Write your first message.")
