@@ -59,6 +59,9 @@ def compose(args: argparse.Namespace, open_store: Callable[[argparse.Namespace],
     if args.world:
         worlds = {name: one_world(worlds, name) for name in args.world}
     if not worlds:
+        if args.worlds_dir and not replaying:  # its worlds were all invalid (each named above)
+            folders = " ".join(str(d) for d in args.worlds_dir)
+            raise CliError(f"no valid worlds to serve in {folders}: fix them (see `simia validate {folders}`)")
         raise CliError("no valid worlds to serve; pass --worlds-dir DIR (a folder of world folders)")
     if args.transport == "stdio":
         if len(worlds) != 1:
@@ -85,6 +88,8 @@ def compose(args: argparse.Namespace, open_store: Callable[[argparse.Namespace],
             max_sim_tokens_per_episode=args.max_sim_tokens,
             idle_timeout=args.idle_timeout,
             max_live_episodes=args.max_live_episodes,
+            max_sessions_per_principal=args.max_sessions_per_principal,
+            max_live_episodes_per_principal=args.max_live_episodes_per_principal,
             max_real_sessions=args.max_real_sessions,
             public_url=args.public_url,
             ors_port=args.ors_port,
@@ -368,6 +373,18 @@ def register(sub: Any) -> None:
         help="seconds before an idle episode is marked abandoned (1800)",
     )
     p.add_argument("--max-live-episodes", type=positive, default=10_000, help="cap on active episodes (10000)")
+    p.add_argument(
+        "--max-live-episodes-per-principal",
+        type=positive,
+        default=5_000,
+        help="cap on one token's active episodes, so that one token cannot take the server's; over it, 429 (5000)",
+    )
+    p.add_argument(
+        "--max-sessions-per-principal",
+        type=positive,
+        default=2_500,
+        help="cap on one token's ORS and OpenEnv sessions; over it, its own idle sessions make room, else 429 (2500)",
+    )
     p.add_argument(
         "--max-real-sessions",
         type=positive,

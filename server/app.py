@@ -49,7 +49,7 @@ from simia.sim.wire import (
 from simia.sim.world import World, apply_patches
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -139,6 +139,7 @@ class SimiaApp:
                 StateError: self._state_error,
                 StoreUnavailable: self._store_unavailable,
                 HTTPException: http_error,
+                ClientDisconnect: self._client_gone,
                 Exception: self._internal_error,
             },
         )
@@ -207,6 +208,12 @@ class SimiaApp:
         response = error_response(503, "database_unavailable", message)
         response.headers["Retry-After"] = str(RETRY_AFTER_S)
         return response
+
+    async def _client_gone(self, request: Request, exc: Exception) -> Response:
+        """The client hung up before its body arrived: a normal end of a request, not a failure of the server (one
+        INFO line; nobody reads the answer)."""
+        log.info("%s %s: the client disconnected before sending its whole body", request.method, request.url.path)
+        return error_response(400, "client_disconnected", "the request body was not received whole")
 
     async def _internal_error(self, request: Request, exc: Exception) -> Response:
         """A bug, not bad input: still the API's error shape (the traceback goes to the server log)."""

@@ -16,7 +16,7 @@ from simia.sim.storage import Store
 from simia.sim.world import Parked, Side, State, World, apply_patch, apply_patches, parked_patches
 
 from .calls import CallPipeline
-from .errors import BadRequest, Conflict, NotFound, Overloaded
+from .errors import BadRequest, Conflict, NotFound, Overloaded, TooManyEpisodes
 from .live import LiveEpisodes
 from .metrics import Metrics
 from .real_tools import RealTools
@@ -98,7 +98,7 @@ class EpisodeService:
         """Start an episode; a task's `initial_state_patch` is applied to the world's state. `perturbation`
         (default: the world's `simulator.perturbation`) injects faults into its calls."""
         world = self.world(world_name)
-        await self._check_capacity()
+        await self._check_capacity(principal)
         base = world.base_state
         await self.store.put_base(base)  # stored once per process and world (the store remembers)
         patches: list[list[dict[str, Any]]] = []
@@ -131,7 +131,7 @@ class EpisodeService:
             step = parent.seq
         if step < 0 or step > parent.seq:
             raise BadRequest(f"step must be between 0 and {parent.seq} (the episode's last step), got {step}")
-        await self._check_capacity()
+        await self._check_capacity(principal)
         path = await self.store.state_path(parent.id, step)
         base = await self.store.base(path.base_hash)
         # O(what the parent changed): parked when it wrote into a large collection, which is copied on first use
@@ -179,7 +179,16 @@ class EpisodeService:
         self.metrics.live += 1
         return episode
 
-    async def _check_capacity(self) -> None:
+    async def _check_capacity(self, principal: str) -> None:
+        """Room for one more live episode: the principal's own (429 past `max_live_episodes_per_principal`), then
+        the server's (503 past `max_live_episodes`)."""
+        cap = self.settings.max_live_episodes_per_principal
+        mine = await self.store.count_live(principal)
+        if mine >= cap:
+            raise TooManyEpisodes(
+                f"this token has {mine} live episodes, its limit (--max-live-episodes-per-principal {cap}); end "
+                "finished ones with POST /v1/episodes/{id}/end, or raise --max-live-episodes-per-principal"
+            )
         live = await self.store.count_live()
         if live >= self.settings.max_live_episodes:
             raise Overloaded(

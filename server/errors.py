@@ -31,6 +31,7 @@ __all__ = [
     "NotFound",
     "Overloaded",
     "PayloadTooLarge",
+    "TooManyEpisodes",
     "Unauthorized",
     "http_error",
     "route_errors",
@@ -90,6 +91,14 @@ class PayloadTooLarge(ApiError):
 class Overloaded(ApiError):
     status = 503
     code = "overloaded"
+
+
+class TooManyEpisodes(ApiError):
+    """A principal at its own limit of live episodes (the server may have room for others)."""
+
+    status = 429
+    code = "too_many_episodes"
+    retry_after = 30
 
 
 def route_errors(routes: str) -> Callable[[Request, Exception], Awaitable[Response]]:

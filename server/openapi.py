@@ -49,6 +49,8 @@ ERROR_STATUSES: dict[int, str] = {
     421: "Host not allowed (DNS-rebinding protection)",
     422: "The episode was judged, but its verdict has no usable reward (a NeMo Gym `/verify`: drop the rollout)",
     426: "A plain HTTP request on a WebSocket's path: open it with a WebSocket client",
+    429: "The caller's own limit of live episodes (`--max-live-episodes-per-principal`) is reached; "
+    "`Retry-After` says when to retry",
     503: "Too many live episodes, the database cannot be written (disk full, read-only), or the server is "
     "draining to shut down; `Retry-After` says when to retry",
 }
@@ -131,7 +133,7 @@ OPERATIONS: tuple[Operation, ...] = (
         Episode,
         status=201,
         body=CreateEpisode,
-        errors=(*_BODY_ERRORS, 404, 503),
+        errors=(*_BODY_ERRORS, 404, 429, 503),
     ),
     Operation(
         "get",
@@ -149,7 +151,7 @@ OPERATIONS: tuple[Operation, ...] = (
         Episode,
         status=201,
         body=ForkEpisode,
-        errors=(*_BODY_ERRORS, 404, 503),
+        errors=(*_BODY_ERRORS, 404, 429, 503),
     ),
     Operation(
         "post",
@@ -234,7 +236,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "NeMo Gym: a new episode for one rollout; answers its MCP url_path and sets the session cookie",
         status=200,
         body=SeedSession,
-        errors=(*_BODY_ERRORS, 404, 503),
+        errors=(*_BODY_ERRORS, 404, 429, 503),
         kind="trainer",
         tag="nemo-gym",
     ),
@@ -254,7 +256,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "openenv_reset",
         "OpenEnv: a new episode (task, seed); its observation",
         body=ResetRequest,
-        errors=(*_BODY_ERRORS, 404, 503),
+        errors=(*_BODY_ERRORS, 404, 429, 503),
         kind="trainer",
         tag="openenv",
     ),

@@ -80,6 +80,7 @@ class ServerSettings:
         max_calls_per_episode, max_sim_tokens_per_episode: per-episode budgets (denial of wallet).
         idle_timeout: seconds without a call after which an active episode is marked abandoned.
         max_live_episodes: cap on active episodes; creating more answers 503.
+        max_live_episodes_per_principal: cap on one principal's active episodes; creating more answers 429.
         max_sessions: cap on open handshake-era MCP sessions per endpoint kind, and on ORS sessions.
         max_sessions_per_principal: cap on one principal's ORS sessions, and on its OpenEnv sessions: over it (or
             over the server's cap) only its own idle sessions make room (`simia.server.sessions`), else 429.
@@ -109,6 +110,7 @@ class ServerSettings:
     max_live_episodes: int = 10_000
     max_sessions: int = 10_000
     max_sessions_per_principal: int = 2_500
+    max_live_episodes_per_principal: int = 5_000
     max_real_sessions: int = 64
     public_url: str | None = None
     ors_port: int | None = None

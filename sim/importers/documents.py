@@ -37,6 +37,9 @@ __all__ = [
 MAX_SPEC_BYTES = 16 * 1024 * 1024
 """The largest description `load_spec` reads unless told otherwise (GitHub's REST description is ~11 MB)."""
 MAX_NODES = 5_000_000
+MAX_DEPTH = 128
+"""The deepest nesting of objects and arrays a description may have (real ones stay under 30; the importer's walks
+and `jsonref` recurse, so a deeper one is refused, naming where it goes deep, before they start)."""
 """Values a parsed description may hold (YAML aliases can make a small file expand without bound)."""
 _MB = 1024 * 1024
 
@@ -120,9 +123,13 @@ def parse_document(raw: bytes, where: str) -> Any:
         raise ImportSourceError(f"{where} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     if text.lstrip().startswith(("{", "[")):
         try:
-            return json.loads(text)
+            return _shallow(json.loads(text), where)
         except json.JSONDecodeError:
             pass  # YAML flow style also starts with a brace
+        except RecursionError:
+            raise ImportSourceError(
+                f"{where} is nested deeper than {MAX_DEPTH} levels; no API description is"
+            ) from None
     try:
         data = yaml.load(text, Loader=_Yaml12Loader)  # a safe loader, with YAML 1.2 scalars
     except yaml.MarkedYAMLError as exc:
@@ -131,6 +138,22 @@ def parse_document(raw: bytes, where: str) -> Any:
     except yaml.YAMLError as exc:
         raise ImportSourceError(f"{where} is not YAML or JSON: {exc}") from None
     return _jsonable(data, [0])
+
+
+def _shallow(data: Any, where: str) -> Any:
+    """`data` when it nests at most `MAX_DEPTH` levels (checked without recursion)."""
+    stack: list[tuple[Any, int, str]] = [(data, 1, "$")]
+    while stack:
+        value, depth, path = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ImportSourceError(
+                f"{where} is nested deeper than {MAX_DEPTH} levels (at {path[:200]}); no API description is"
+            )
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1, f"{path}.{k}") for k, v in value.items() if isinstance(v, dict | list))
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1, f"{path}[{i}]") for i, v in enumerate(value) if isinstance(v, dict | list))
+    return data
 
 
 def _jsonable(value: Any, count: list[int]) -> Any:

@@ -521,8 +521,12 @@ class PgStore:
         rows = await self._rows(_PROGRESS_PG, (after, after + limit, episode_id))
         return progress_from_rows(rows)  # type: ignore[arg-type]  # a dict row reads alike
 
-    async def count_live(self) -> int:
-        rows = await self._rows("SELECT COUNT(*) AS n FROM episodes WHERE status = 'active'")
+    async def count_live(self, principal: str | None = None) -> int:
+        if principal is None:
+            rows = await self._rows("SELECT COUNT(*) AS n FROM episodes WHERE status = 'active'")
+        else:
+            sql = "SELECT COUNT(*) AS n FROM episodes WHERE status = 'active' AND principal = %s"
+            rows = await self._rows(sql, (principal,))
         return int(rows[0]["n"])
 
     async def set_status(

@@ -136,8 +136,8 @@ class Store(Protocol):
         first), in one read; None when there is no such episode."""
         ...
 
-    async def count_live(self) -> int:
-        """The number of episodes whose status is `active`."""
+    async def count_live(self, principal: str | None = None) -> int:
+        """The number of episodes whose status is `active` (of `principal`'s only, when given)."""
         ...
 
     async def set_status(

@@ -432,9 +432,12 @@ class SqliteStore:
 
         return await self._db.run(run, point=True)
 
-    async def count_live(self) -> int:
+    async def count_live(self, principal: str | None = None) -> int:
         def run(conn: sqlite3.Connection) -> int:
-            return int(conn.execute("SELECT COUNT(*) FROM episodes WHERE status = 'active'").fetchone()[0])
+            if principal is None:
+                return int(conn.execute("SELECT COUNT(*) FROM episodes WHERE status = 'active'").fetchone()[0])
+            sql = "SELECT COUNT(*) FROM episodes WHERE status = 'active' AND principal = ?"
+            return int(conn.execute(sql, (principal,)).fetchone()[0])
 
         return await self._db.run(run)
 

@@ -155,6 +155,23 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(
     assert not (tmp_path / "worlds").exists()
 
 
+@pytest.mark.parametrize("levels", [300, 5_000])
+def test_a_description_nested_hundreds_of_levels_deep_is_one_line_naming_where(
+    levels: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    schema = '{"type": "object", "properties": {"a": ' * levels + '{"type": "string"}' + "}}" * levels
+    body = f'{{"content": {{"application/json": {{"schema": {schema}}}}}}}'
+    operation = f'{{"operationId": "x", "requestBody": {body}, "responses": {{"200": {{"description": "ok"}}}}}}'
+    text = (
+        f'{{"openapi": "3.0.0", "info": {{"title": "t", "version": "1"}}, "paths": {{"/x": {{"post": {operation}}}}}}}'
+    )
+    deep = write(tmp_path, "deep.json", text)
+    assert main(["import", "openapi", str(deep), "--out", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is nested deeper than 128 levels" in err
+    assert not (tmp_path / "w").exists()
+
+
 def test_a_description_over_the_size_limit_names_the_flag_that_raises_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -182,7 +199,8 @@ def test_duplicate_operation_ids_and_non_json_bodies_are_report_lines(
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"wrote {tmp_path / 'w'}: world 'w', 2 tool(s) (1 skipped, 1 changed, 1 note)"
     assert out[1:4] == [
-        "  skipped  POST /upload: the request body is application/xml, not JSON (only JSON bodies are imported)",
+        "  skipped  POST /upload: the request body is application/xml, not JSON nor a form (only JSON and form bodies "
+        "are imported)",
         "  changed  GET /b: duplicate operationId 'same' (also GET /a): named 'same_2'",
         "  note     validation: Operation ID 'same' for 'get' in '/b' is not unique",
     ]

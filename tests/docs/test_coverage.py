@@ -247,6 +247,7 @@ INLINE_NOT_RUN = {
     "python bench/schema_validity.py 8": QUICK,
     "python bench/tau2.py --python /opt/tau2/bin/python": FULL_SIZE,
     "simia import tau2": NAMES_ONLY,
+    "simia import tau2 telecom": NAMES_ONLY,
     "simia rollout --curriculum": NAMES_ONLY,
     "simia rollout --persona": NAMES_ONLY,
     "simia serve --backend replay:DB": NAMES_ONLY,
@@ -282,6 +283,11 @@ INLINE_NOT_RUN = {
     "simia export --format rl": NAMES_ONLY,
     "simia export --injected drop": NAMES_ONLY,
     "simia export --include-masked": NAMES_ONLY,
+    "simia export --min-reward 1": NAMES_ONLY,
+    "simia view --db simia-demo/demo.db": (
+        "opens the demo's database; tests/cli/test_demo_checks.py checks the demo prints it, and "
+        "test_view_opens_the_runs_database_read_only_and_prints_its_url runs `simia view --db`"
+    ),
     "simia export --db runs.db --format openai": (
         "tests/cli/test_logged_worlds.py runs it, as a subprocess, after deleting the world folders"
     ),

@@ -51,7 +51,8 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[int, int]]:
 
 def client(port: int, name: str) -> httpx.AsyncClient:
     secret = dict(TOKENS)[name]
-    return httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {secret}"}, timeout=30)
+    headers = {"Authorization": f"Bearer {secret}"}
+    return httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30)
 
 
 async def session(http: httpx.AsyncClient) -> httpx.Response:
@@ -78,51 +79,50 @@ async def call(http: httpx.AsyncClient, sid: str) -> dict[str, Any]:
 async def test_a_flood_of_bare_ors_sessions_never_evicts_another_tokens_session_and_limits_answer_429(
     tmp_path: Path,
 ) -> None:
-    async with served(tmp_path) as (_, ors_port):
-        async with (
-            client(ors_port, "alice") as alice,
-            client(ors_port, "bob") as bob,
-            client(ors_port, "carol") as carol,
-        ):
-            alices = await busy_session(alice)
-            flood = [events_of((await session(bob)).text)["task_id"] for _ in range(40)]  # 8x bob's share
-            assert (await call(alice, alices))["ok"] is True  # alice's session lives on
-            gone = await bob.post(
-                "/mock/call", json={"name": "list_items", "input": {}}, headers={"X-Session-ID": flood[0]}
-            )
-            assert gone.status_code == 404  # bob's own oldest idle sessions made room for his newer ones
-            bobs = [await busy_session(bob) for _ in range(5)]  # his idle ones give way to busy ones
-            refused = await session(bob)
-            assert refused.status_code == 429 and refused.headers["Retry-After"] == "30"
-            assert "--max-sessions-per-principal 5" in refused.text, refused.text
-            carols = [await busy_session(carol) for _ in range(5)]
-            assert (await session(carol)).status_code == 429
-            for sid in bobs:
-                assert (await call(bob, sid))["ok"] is True
-            assert len(carols) == 5
-            # the server's cap (12) is held by alice's 1, bob's 5 and carol's 5 busy sessions: one more fits
-            assert (await session(alice)).status_code == 200
-            full = await session(alice)  # 12 held, alice's idle one is hers to give up
-            assert full.status_code == 200
+    async with (
+        served(tmp_path) as (_, ors_port),
+        client(ors_port, "alice") as alice,
+        client(ors_port, "bob") as bob,
+        client(ors_port, "carol") as carol,
+    ):
+        alices = await busy_session(alice)
+        flood = [events_of((await session(bob)).text)["task_id"] for _ in range(40)]  # 8x bob's share
+        assert (await call(alice, alices))["ok"] is True  # alice's session lives on
+        gone = await bob.post(
+            "/mock/call", json={"name": "list_items", "input": {}}, headers={"X-Session-ID": flood[0]}
+        )
+        assert gone.status_code == 404  # bob's own oldest idle sessions made room for his newer ones
+        bobs = [await busy_session(bob) for _ in range(5)]  # his idle ones give way to busy ones
+        refused = await session(bob)
+        assert refused.status_code == 429 and refused.headers["Retry-After"] == "30"
+        assert "--max-sessions-per-principal 5" in refused.text, refused.text
+        carols = [await busy_session(carol) for _ in range(5)]
+        assert (await session(carol)).status_code == 429
+        for sid in bobs:
+            assert (await call(bob, sid))["ok"] is True
+        assert len(carols) == 5
+        # the server's cap (12) is held by alice's 1, bob's 5 and carol's 5 busy sessions: one more fits
+        assert (await session(alice)).status_code == 200
+        full = await session(alice)  # 12 held, alice's idle one is hers to give up
+        assert full.status_code == 200
 
 
 async def test_openenv_sessions_over_a_tokens_limit_come_from_its_own_idle_ones(tmp_path: Path) -> None:
-    async with served(tmp_path) as (api_port, _):
-        async with client(api_port, "alice") as alice, client(api_port, "bob") as bob:
-            create = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
-            mine = (await alice.post("/openenv/mock/mcp", json=create)).json()["result"]["session_id"]
-            listed = {
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "tools/call",
-                "params": {"name": "get_item", "arguments": {"name": "milk"}, "session_id": mine},
-            }
-            assert "result" in (await alice.post("/openenv/mock/mcp", json=listed)).json()
-            for _ in range(60):  # past the server's 48: bob's own idle sessions give way
-                answer = (await bob.post("/openenv/mock/mcp", json=create)).json()
-                assert "result" in answer, answer
-            again = (await alice.post("/openenv/mock/mcp", json=listed)).json()
-            assert "result" in again, again
+    async with served(tmp_path) as (api_port, _), client(api_port, "alice") as alice, client(api_port, "bob") as bob:
+        create = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
+        mine = (await alice.post("/openenv/mock/mcp", json=create)).json()["result"]["session_id"]
+        listed = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "get_item", "arguments": {"name": "milk"}, "session_id": mine},
+        }
+        assert "result" in (await alice.post("/openenv/mock/mcp", json=listed)).json()
+        for _ in range(60):  # past the server's 48: bob's own idle sessions give way
+            answer = (await bob.post("/openenv/mock/mcp", json=create)).json()
+            assert "result" in answer, answer
+        again = (await alice.post("/openenv/mock/mcp", json=listed)).json()
+        assert "result" in again, again
 
 
 def test_the_book_refuses_with_the_flag_and_gives_up_only_the_requesters_idle_sessions() -> None:
