@@ -3,12 +3,8 @@ answer and every final state compared.
 
 For each domain whose shipped declarations ground every tool (`sim/importers/tau2_declarations/<domain>.yaml`;
 otherwise it is reported as not declared), `--sequences` sequences of `--calls` calls are drawn, seeded
-(`--seed`), from tau2's database, each about one user so that a write changes what later calls see, valid and
-invalid arguments alike: ids that exist and ids that do not; retail's orders in each status, item ids in and not in
-the order, duplicated, lists of different lengths, variants available or not, a user's payment methods, another
-user's, gift cards with too low a balance, case-changed emails; airline's bookings, flight and cabin changes,
-bags, passengers, certificates and searches, priced right or wrong; `calculate` expressions that are arithmetic,
-malformed or hold bad characters. Every sequence runs
+(`--seed`), from tau2's database by bench/_tau2_draws.py, each about one user so that a write changes what later
+calls see, valid and invalid arguments alike. Every sequence runs
 
 - in real tau2, in tau2's own venv (`--python`): `env.get_response(ToolCall(...))` on a fresh `get_environment()`
   per sequence, all sequences in one subprocess (run with `-I` from a temporary folder, so no module of simia's
@@ -19,9 +15,12 @@ malformed or hold bad characters. Every sequence runs
 Per domain it prints the sequences, calls, answers that disagree (text not byte-equal, or the error flag), final
 states that disagree (tau2's hash of simia's final state against tau2's own), the disagreement rate (of calls and
 final states together), calls that asked the model, the calls per tool (and how many were errors in tau2), and the
-first disagreements: tool, arguments, both texts from where they part. Answers that differ only in how non-ASCII
-text is written (tau2's `json.dumps` escapes it as \\uXXXX, simia's answers keep the characters) are counted on a
-line of their own: the engine's rendering, no declaration's.
+first disagreements: tool, arguments, both texts from where they part. Two kinds are counted on lines of their own:
+answers that differ only in how non-ASCII text is written (tau2's `json.dumps` escapes it as \\uXXXX, simia's answers
+keep the characters: the engine's rendering, no declaration's); and the disagreements of a sequence that agrees up
+to and with a call tau2 answers with an error although the call changed its database (found by rerunning the
+sequences that part in tau2 with its hash taken around every call), shown with that call: simia's errors change
+nothing, so no declaration can follow tau2 there.
 
     python bench/tau2_differential.py --python /opt/tau2/bin/python [--domains retail airline] [--seed 0]
         [--sequences 200] [--calls 10] [--show 8] [--quick]
@@ -42,11 +41,12 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _tau2_draws import DRAWS, Call
 from simia.sim.backends import ScriptedBackend
 from simia.sim.engine import Simulator, ToolCall
 from simia.sim.errors import ImportSourceError, WorldError
@@ -56,12 +56,11 @@ from simia.sim.world import World, write_world
 DOMAINS = ("retail", "airline")
 SHOWN = 8  # disagreements printed per domain (`--show`)
 
-Call = dict[str, Any]  # {"tool": name, "arguments": {...}}
-
 # The tau2 side: a script run with tau2's interpreter (standard library and tau2 only). JSON in on stdin
-# ({"domain", "sequences": [[call, ...], ...]}), JSON out on stdout: per sequence each answer's text and error
-# flag, the final database's hash, and the records that differ from the base database (to name what a state
-# disagreement is about).
+# ({"domain", "sequences": [[call, ...], ...], "trace"}), JSON out on stdout: per sequence each answer's text and
+# error flag, the final database's hash, and the records that differ from the base database (to name what a state
+# disagreement is about); traced, each answer also says whether the call changed the database ("wrote": a hash
+# before and after every call, too slow for every sequence).
 _TAU2_RUNNER = r"""
 import contextlib, importlib, json, sys
 
@@ -99,8 +98,11 @@ def main():
                 message = tool_call(
                     id="s%dc%d" % (n, i), name=call["tool"], arguments=call["arguments"], requestor="assistant"
                 )
+                before = env.get_db_hash() if request.get("trace") else None
                 answer = env.get_response(message)
                 answers.append({"text": answer.content, "error": bool(answer.error)})
+                if before is not None:
+                    answers[-1]["wrote"] = env.get_db_hash() != before
             final = env.tools.db.model_dump(mode="json")
             results.append({"answers": answers, "hash": env.get_db_hash(), "changed": changed(base, final)})
     json.dump({"results": results}, out)
@@ -110,14 +112,15 @@ main()
 """
 
 
-def run_tau2(python: str, domain: str, sequences: list[list[Call]]) -> list[dict[str, Any]]:
-    """Every sequence in real tau2, in one subprocess."""
+def run_tau2(python: str, domain: str, sequences: list[list[Call]], *, trace: bool = False) -> list[dict[str, Any]]:
+    """Every sequence in real tau2, in one subprocess; `trace`: each answer says whether its call changed the
+    database."""
     with tempfile.TemporaryDirectory(prefix="simia-tau2-diff-") as tmp:
         script = Path(tmp) / "tau2_differential_runner.py"
         script.write_text(_TAU2_RUNNER)
         done = subprocess.run(
             [python, "-I", str(script)],
-            input=json.dumps({"domain": domain, "sequences": sequences}),
+            input=json.dumps({"domain": domain, "sequences": sequences, "trace": trace}),
             capture_output=True,
             text=True,
             cwd=tmp,  # never inside simia's sim/importers, whose tau2.py and mcp.py would shadow tau2's modules
@@ -151,558 +154,6 @@ async def run_simia(world: World, sequences: list[list[Call]]) -> list[SimiaRun]
     return runs
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Drawing calls from the database
-
-
-def _maybe(rng: random.Random, p: float) -> bool:
-    return rng.random() < p
-
-
-def _case_changed(rng: random.Random, text: str) -> str:
-    return rng.choice([text.upper(), text.lower(), text.swapcase(), text.title(), text])
-
-
-_CITIES = [("Austin", "TX", "78701"), ("Denver", "CO", "80202"), ("São Paulo", "SP", "01000-000"), ("", "", "")]
-_STREETS = ["1 Main St", "742 Evergreen Terrace", '12 O\'Neil "Quoted" Road', "Rua Açaí, 5", ""]
-
-
-def _address(rng: random.Random) -> dict[str, str]:
-    city, state, zip_code = rng.choice(_CITIES)
-    return {
-        "address1": rng.choice(_STREETS),
-        "address2": rng.choice(["", "Apt 1", "Suite 200", "Unit ☃"]),
-        "city": city,
-        "state": state,
-        "country": rng.choice(["USA", "Brazil", "usa"]),
-        "zip": zip_code if _maybe(rng, 0.8) else rng.choice(["00000", "1234", ""]),
-    }
-
-
-def _number(rng: random.Random) -> str:
-    kind = rng.random()
-    if kind < 0.5:
-        return str(rng.randint(0, 999))
-    if kind < 0.85:
-        return f"{rng.randint(0, 999)}.{rng.randint(0, 99):02d}"
-    return rng.choice(["0", "0.1", "0.2", "0.3", "2.675", "1.005", "0.125", "1000000", "3"])
-
-
-def _arithmetic(rng: random.Random, depth: int = 0) -> str:
-    if depth > 2 or _maybe(rng, 0.4):
-        return _number(rng)
-    left, right = _arithmetic(rng, depth + 1), _arithmetic(rng, depth + 1)
-    op = rng.choice(["+", "-", "*", "/", " + ", " - ", " * ", " / "])
-    text = f"{left}{op}{right}"
-    return f"({text})" if _maybe(rng, 0.3) else text
-
-
-_MALFORMED = [
-    "",
-    "   ",
-    "1 +",
-    "(1 + 2",
-    "1 + 2)",
-    "1 2",
-    "1..2",
-    "* 2",
-    "1 / 0",
-    "1 / 0.0",
-    "(3 - 3) / (2 - 2)",
-    "()",
-    "2 ** 3",
-    "7 // 2",
-    "012 + 1",
-    ".5 + 1",
-    "5. * 2",
-    "--5",
-    "+1",
-    "-(-5)",
-    "10 ** 400",
-    "9" * 40,
-    "123456789 * 987654321",
-    "1 / 7000000",
-    "2 /* 3 */ 4",
-    "(1 2)",
-    "1 (2)",
-    "(*1)",
-    "...",
-    "-0.0",
-    "0 * -1.0",
-    "2 ** -1",
-    "-2 ** 2",
-    "1 // 0.1",
-    "(-8) ** 0.5",
-    "10.0 ** 400",
-    "1" + "0" * 308 + ".0 * 10",
-]
-_BAD_CHARACTERS = ["2 ^ 3", "2 x 3", "abs(-1)", "1e3", "1,000 + 2", "$5 + 1", "sqrt(4)", "2 % 3", "1 + 1 = 2", "½ + 1"]
-
-
-def _expression(rng: random.Random) -> str:
-    kind = rng.random()
-    if kind < 0.6:
-        return _arithmetic(rng)
-    if kind < 0.85:
-        return rng.choice(_MALFORMED)
-    return rng.choice(_BAD_CHARACTERS)
-
-
-class RetailDraws:
-    """Calls of tau2's retail tools, their arguments drawn from the base database, about one user a sequence."""
-
-    def __init__(self, db: dict[str, Any], rng: random.Random) -> None:
-        self.db, self.rng = db, rng
-        self.users = sorted(db["users"])
-        self.orders = sorted(db["orders"])
-        self.products = sorted(db["products"])
-        self.by_status: dict[str, list[str]] = {}
-        for order_id in self.orders:
-            self.by_status.setdefault(db["orders"][order_id]["status"], []).append(order_id)
-        self.with_gift_card = [u for u in self.users if self._methods(u, "gift_card")]
-        self.several_methods = [u for u in self.users if len(self._methods(u)) > 1]
-        several = set(self.several_methods)
-        self.pending_of_several = [o for o in self.by_status["pending"] if db["orders"][o]["user_id"] in several]
-        self.all_methods = sorted(m for u in db["users"].values() for m in u["payment_methods"])
-        self.tools: dict[str, tuple[float, Callable[[str], dict[str, Any]]]] = {
-            "calculate": (0.6, lambda u: {"expression": _expression(self.rng)}),
-            "cancel_pending_order": (1.0, self.cancel),
-            "exchange_delivered_order_items": (1.2, self.exchange),
-            "find_user_id_by_email": (0.6, self.email),
-            "find_user_id_by_name_zip": (0.6, self.name_zip),
-            "get_order_details": (1.2, lambda u: {"order_id": self.order_id(u)}),
-            "get_product_details": (0.6, self.product),
-            "get_user_details": (0.8, lambda u: {"user_id": self.user_id(u)}),
-            "list_all_product_types": (0.2, lambda u: {}),
-            "modify_pending_order_address": (0.8, self.modify_address),
-            "modify_pending_order_items": (1.4, self.modify_items),
-            "modify_pending_order_payment": (1.0, self.modify_payment),
-            "modify_user_address": (0.5, lambda u: {"user_id": self.user_id(u), **_address(self.rng)}),
-            "return_delivered_order_items": (1.2, self.return_items),
-            "transfer_to_human_agents": (0.2, lambda u: {"summary": self.rng.choice(["", "wants a refund", "é ✓"])}),
-        }
-
-    def sequence(self, calls: int) -> list[Call]:
-        rng = self.rng
-        user = rng.choice(rng.choices([self.several_methods, self.with_gift_card, self.users], [0.5, 0.25, 0.25])[0])
-        names = list(self.tools)
-        weights = [self.tools[n][0] for n in names]
-        return [
-            {"tool": (n := rng.choices(names, weights)[0]), "arguments": self.tools[n][1](user)} for _ in range(calls)
-        ]
-
-    def _methods(self, user_id: str, source: str | None = None) -> list[str]:
-        methods = self.db["users"][user_id]["payment_methods"]
-        return sorted(m for m, v in methods.items() if source is None or v["source"] == source)
-
-    def user_id(self, user: str) -> str:
-        roll = self.rng.random()
-        if roll < 0.75:
-            return user
-        if roll < 0.85:
-            return self.rng.choice(self.users)
-        return self.rng.choice([user.upper(), user + "_", "no_such_user_1", ""])
-
-    def order_id(self, user: str) -> str:
-        rng, roll = self.rng, self.rng.random()
-        mine = self.db["users"][user]["orders"]
-        if roll < 0.7 and mine:
-            return str(rng.choice(mine))
-        if roll < 0.85:
-            return rng.choice(self.by_status[rng.choice(sorted(self.by_status))])
-        if roll < 0.92:
-            return rng.choice(self.orders)
-        return rng.choice(["#W0000000", (mine or self.orders)[0].lstrip("#"), "", "#w" + self.orders[0][2:]])
-
-    def _order_of(self, user: str, statuses: tuple[str, ...], others: list[str] | None = None) -> str:
-        """Mostly one of the user's orders in one of `statuses`, else another user's (from `others` when given),
-        else any order id (good or bad)."""
-        mine = [o for o in self.db["users"][user]["orders"] if self.db["orders"].get(o, {}).get("status") in statuses]
-        if mine and _maybe(self.rng, 0.75):
-            return str(self.rng.choice(mine))
-        if others is None:
-            others = [o for s in statuses for o in self.by_status.get(s, [])]
-        if others and _maybe(self.rng, 0.7):
-            return self.rng.choice(others)
-        return self.order_id(user)
-
-    def _items(self, order_id: str) -> list[str]:
-        order = self.db["orders"].get(order_id)
-        return [i["item_id"] for i in order["items"]] if order else []
-
-    def _variant_of(self, item_id: str, order_id: str) -> str:
-        """A new item id for `item_id`: mostly another available variant of its product, else one not available,
-        the same item, another product's variant or no variant at all."""
-        rng = self.rng
-        order = self.db["orders"].get(order_id)
-        product = next((i["product_id"] for i in order["items"] if i["item_id"] == item_id), None) if order else None
-        variants = self.db["products"][product]["variants"] if product is not None else {}
-        available = sorted(v for v, record in variants.items() if record["available"] and v != item_id)
-        unavailable = sorted(v for v, record in variants.items() if not record["available"])
-        roll = rng.random()
-        if available and roll < 0.75:
-            return rng.choice(available)
-        if unavailable and roll < 0.83:
-            return rng.choice(unavailable)
-        if roll < 0.9:
-            return item_id
-        if roll < 0.95:
-            return rng.choice(sorted(self.db["products"][rng.choice(self.products)]["variants"]))
-        return rng.choice(["1234567890", product or "0", ""])
-
-    def _item_ids(self, order_id: str) -> list[str]:
-        """Mostly one or two of the order's items; sometimes none, a duplicate, or an item the order lacks."""
-        rng = self.rng
-        items = self._items(order_id)
-        if not items or _maybe(rng, 0.04):
-            return [] if _maybe(rng, 0.5) else ["1234567890"]
-        count = rng.choices([1, 2, len(items)], [0.6, 0.25, 0.15])[0]
-        chosen = rng.sample(items, min(count, len(items)))
-        if _maybe(rng, 0.08):
-            chosen.append(rng.choice(chosen))  # a duplicate (more than the order holds, unless it holds two)
-        if _maybe(rng, 0.05):
-            chosen.insert(rng.randrange(len(chosen) + 1), rng.choice(["1234567890", *self._items(self.orders[0])]))
-        return chosen
-
-    def _pairs(self, order_id: str) -> tuple[list[str], list[str]]:
-        old = self._item_ids(order_id)
-        new = [self._variant_of(i, order_id) for i in old]
-        if _maybe(self.rng, 0.05):  # lists of different lengths
-            if new and _maybe(self.rng, 0.5):
-                new.pop()
-            else:
-                new.append(self._variant_of(old[0], order_id) if old else "1234567890")
-        return old, new
-
-    def payment_method(self, user: str, order_id: str) -> str:
-        """Mostly a payment method of the order's owner other than the one it was paid with; else that one, one
-        of the owner's gift cards (often too low a balance), another user's, or none."""
-        rng = self.rng
-        order = self.db["orders"].get(order_id)
-        owner = order["user_id"] if order else user
-        paid = order["payment_history"][0]["payment_method_id"] if order else None
-        others = [m for m in self._methods(owner) if m != paid]
-        roll = rng.random()
-        if roll < 0.55 and others:
-            return rng.choice(others)
-        if roll < 0.7 and paid is not None:
-            return str(paid)
-        if roll < 0.85 and self._methods(owner, "gift_card"):
-            return rng.choice(self._methods(owner, "gift_card"))
-        if roll < 0.95:
-            return rng.choice(self.all_methods)
-        return rng.choice(["credit_card_0000000", "gift_card_0000000", ""])
-
-    def cancel(self, user: str) -> dict[str, Any]:
-        reason = ["no longer needed", "ordered by mistake"]
-        bad = ["No longer needed", "other", "", "ordered by mistake "]
-        return {
-            "order_id": self._order_of(user, ("pending",)),
-            "reason": self.rng.choice(reason if _maybe(self.rng, 0.85) else bad),
-        }
-
-    def exchange(self, user: str) -> dict[str, Any]:
-        order_id = self._order_of(user, ("delivered",))
-        old, new = self._pairs(order_id)
-        pay = self.payment_method(user, order_id)
-        return {"order_id": order_id, "item_ids": old, "new_item_ids": new, "payment_method_id": pay}
-
-    def modify_items(self, user: str) -> dict[str, Any]:
-        order_id = self._order_of(user, ("pending",))
-        old, new = self._pairs(order_id)
-        pay = self.payment_method(user, order_id)
-        return {"order_id": order_id, "item_ids": old, "new_item_ids": new, "payment_method_id": pay}
-
-    def modify_address(self, user: str) -> dict[str, Any]:
-        return {"order_id": self._order_of(user, ("pending", "pending (item modified)")), **_address(self.rng)}
-
-    def modify_payment(self, user: str) -> dict[str, Any]:
-        order_id = self._order_of(user, ("pending", "pending (item modified)"), self.pending_of_several)
-        return {"order_id": order_id, "payment_method_id": self.payment_method(user, order_id)}
-
-    def return_items(self, user: str) -> dict[str, Any]:
-        order_id = self._order_of(user, ("delivered",))
-        pay = self.payment_method(user, order_id)
-        return {"order_id": order_id, "item_ids": self._item_ids(order_id), "payment_method_id": pay}
-
-    def email(self, user: str) -> dict[str, Any]:
-        rng = self.rng
-        email = self.db["users"][user if _maybe(rng, 0.85) else rng.choice(self.users)]["email"]
-        roll = rng.random()
-        if roll < 0.75:
-            return {"email": _case_changed(rng, email)}
-        return {"email": rng.choice([" " + email, email.replace("@", "@@"), "nobody@example.com", ""])}
-
-    def name_zip(self, user: str) -> dict[str, Any]:
-        rng = self.rng
-        record = self.db["users"][user]
-        first, last, zip_code = record["name"]["first_name"], record["name"]["last_name"], record["address"]["zip"]
-        roll = rng.random()
-        if roll < 0.5:
-            return {"first_name": first, "last_name": last, "zip": zip_code}
-        if roll < 0.75:
-            return {"first_name": _case_changed(rng, first), "last_name": _case_changed(rng, last), "zip": zip_code}
-        if roll < 0.9:
-            return {"first_name": first, "last_name": last, "zip": rng.choice(["00000", zip_code + " ", ""])}
-        return {"first_name": "Nobody", "last_name": last, "zip": zip_code}
-
-    def product(self, user: str) -> dict[str, Any]:
-        rng, roll = self.rng, self.rng.random()
-        orders = [self.db["orders"][o] for o in self.db["users"][user]["orders"] if o in self.db["orders"]]
-        if roll < 0.6 and orders:
-            return {"product_id": rng.choice(rng.choice(orders)["items"])["product_id"]}
-        if roll < 0.8:
-            return {"product_id": rng.choice(self.products)}
-        if roll < 0.9 and orders:
-            return {"product_id": rng.choice(rng.choice(orders)["items"])["item_id"]}  # an item id, not a product's
-        return {"product_id": rng.choice(["0000000000", "", "product"])}
-
-
-class AirlineDraws:
-    """Calls of tau2's airline tools, their arguments drawn from the base database, about one user a sequence."""
-
-    def __init__(self, db: dict[str, Any], rng: random.Random) -> None:
-        self.db, self.rng = db, rng
-        self.users = sorted(db["users"])
-        self.reservations = sorted(db["reservations"])
-        self.flights = sorted(db["flights"])
-        self.dates = sorted({d for f in db["flights"].values() for d in f["dates"]})
-        self.airports = sorted({f[end] for f in db["flights"].values() for end in ("origin", "destination")})
-        self.routes: dict[tuple[str, str], list[str]] = {}
-        for number in self.flights:
-            flight = db["flights"][number]
-            self.routes.setdefault((flight["origin"], flight["destination"]), []).append(number)
-        self.available = [
-            (n, d) for n in self.flights for d, day in db["flights"][n]["dates"].items() if day["status"] == "available"
-        ]
-        self.all_methods = sorted(m for u in db["users"].values() for m in u["payment_methods"])
-        self.tools: dict[str, tuple[float, Callable[[str], dict[str, Any]]]] = {
-            "book_reservation": (1.5, self.book),
-            "calculate": (0.3, lambda u: {"expression": _expression(self.rng)}),
-            "cancel_reservation": (0.8, lambda u: {"reservation_id": self.reservation_id(u)}),
-            "get_flight_status": (0.6, self.flight_status),
-            "get_reservation_details": (1.0, lambda u: {"reservation_id": self.reservation_id(u)}),
-            "get_user_details": (0.8, lambda u: {"user_id": self.user_id(u)}),
-            "list_all_airports": (0.1, lambda u: {}),
-            "search_direct_flight": (0.6, self.search),
-            "search_onestop_flight": (0.4, self.search),
-            "send_certificate": (0.5, self.certificate),
-            "transfer_to_human_agents": (0.1, lambda u: {"summary": self.rng.choice(["", "wants a refund", "é ✓"])}),
-            "update_reservation_baggages": (1.0, self.baggages),
-            "update_reservation_flights": (1.2, self.update_flights),
-            "update_reservation_passengers": (0.8, self.passengers),
-        }
-
-    def sequence(self, calls: int) -> list[Call]:
-        rng = self.rng
-        user = rng.choice(
-            [u for u in self.users if self.db["users"][u]["reservations"]] if _maybe(rng, 0.8) else self.users
-        )
-        names = list(self.tools)
-        weights = [self.tools[n][0] for n in names]
-        return [
-            {"tool": (n := rng.choices(names, weights)[0]), "arguments": self.tools[n][1](user)} for _ in range(calls)
-        ]
-
-    def user_id(self, user: str) -> str:
-        roll = self.rng.random()
-        if roll < 0.8:
-            return user
-        if roll < 0.9:
-            return self.rng.choice(self.users)
-        return self.rng.choice([user.upper(), "no_such_user_1", ""])
-
-    def reservation_id(self, user: str) -> str:
-        rng, roll = self.rng, self.rng.random()
-        mine = self.db["users"][user]["reservations"]
-        if roll < 0.7 and mine:
-            return str(rng.choice(mine))
-        if roll < 0.8:
-            return rng.choice(self.reservations)
-        if roll < 0.9:
-            return rng.choice(["HATHAT", "HATHAU"])  # what this sequence's bookings are named
-        return rng.choice(["ZZZZZZ", self.reservations[0].lower(), ""])
-
-    def payment_id(self, user: str) -> str:
-        rng, roll = self.rng, self.rng.random()
-        methods = sorted(self.db["users"][user]["payment_methods"]) if user in self.db["users"] else []
-        if roll < 0.8 and methods:
-            return rng.choice(methods)
-        if roll < 0.9:
-            return rng.choice(self.all_methods)
-        return rng.choice(["credit_card_0000000", "certificate_3221322", ""])
-
-    def _owner(self, reservation_id: str, user: str) -> str:
-        record = self.db["reservations"].get(reservation_id)
-        return str(record["user_id"]) if record else user
-
-    def _date(self) -> str:
-        return (
-            self.rng.choice(self.dates) if _maybe(self.rng, 0.85) else self.rng.choice(["2024-06-01", "2024-5-1", ""])
-        )
-
-    def search(self, user: str) -> dict[str, Any]:
-        rng, roll = self.rng, self.rng.random()
-        if roll < 0.75:
-            origin, destination = rng.choice(sorted(self.routes))
-            if _maybe(rng, 0.4):  # a destination one stop away, as often as a direct one
-                destination = rng.choice(sorted({d for o, d in self.routes if o == destination} or {destination}))
-        elif roll < 0.92:
-            origin, destination = rng.sample(self.airports, 2)
-        else:
-            origin, destination = rng.choice([("XXX", "JFK"), ("jfk", "lax"), ("", "")])
-        return {"origin": origin, "destination": destination, "date": self._date()}
-
-    def flight_status(self, user: str) -> dict[str, Any]:
-        roll = self.rng.random()
-        number = self.rng.choice(self.flights) if roll < 0.9 else self.rng.choice(["HAT999", "hat001", ""])
-        return {"flight_number": number, "date": self._date()}
-
-    def certificate(self, user: str) -> dict[str, Any]:
-        return {"user_id": self.user_id(user), "amount": self.rng.choice([50, 100, 150, 0, -10, 1_000_000])}
-
-    def baggages(self, user: str) -> dict[str, Any]:
-        rng = self.rng
-        reservation = self.reservation_id(user)
-        record = self.db["reservations"].get(reservation, {"total_baggages": 0, "nonfree_baggages": 0})
-        total = max(0, record["total_baggages"] + rng.choice([-1, 0, 1, 2]))
-        nonfree = record["nonfree_baggages"] + rng.choice([-1, 0, 0, 1, 2, 3])
-        return {
-            "reservation_id": reservation,
-            "total_baggages": total,
-            "nonfree_baggages": nonfree,
-            "payment_id": self.payment_id(self._owner(reservation, user)),
-        }
-
-    def _leg(self, origin: str, destination: str, date: str | None = None) -> dict[str, Any]:
-        """A flight on the route: mostly on a date it is available, else any date it has, or none it has."""
-        rng = self.rng
-        numbers = self.routes.get((origin, destination)) or [rng.choice(self.flights)]
-        number = rng.choice(numbers)
-        days = self.db["flights"][number]["dates"]
-        open_days = sorted(d for d, day in days.items() if day["status"] == "available")
-        roll = rng.random()
-        if date is not None and roll < 0.5:
-            return {"flight_number": number, "date": date}
-        if roll < 0.8 and open_days:
-            return {"flight_number": number, "date": rng.choice(open_days)}
-        if roll < 0.93:
-            return {"flight_number": number, "date": rng.choice(sorted(days))}
-        return rng.choice(
-            [{"flight_number": "HAT999", "date": "2024-05-20"}, {"flight_number": number, "date": "2024-06-30"}]
-        )
-
-    def update_flights(self, user: str) -> dict[str, Any]:
-        rng = self.rng
-        reservation = self.reservation_id(user)
-        record = self.db["reservations"].get(reservation)
-        if record is None:
-            legs = [self._leg(*rng.choice(sorted(self.routes)))]
-            cabin = "economy"
-        else:
-            legs = [{"flight_number": f["flight_number"], "date": f["date"]} for f in record["flights"]]
-            cabin = record["cabin"]
-            if _maybe(rng, 0.6):
-                at = rng.randrange(len(legs))
-                old = record["flights"][at]
-                legs[at] = self._leg(old["origin"], old["destination"], old["date"])
-            if _maybe(rng, 0.05):
-                legs = legs[:-1] if len(legs) > 1 else [*legs, legs[0]]
-        if _maybe(rng, 0.4):
-            cabin = rng.choice(["business", "economy", "basic_economy"])
-        return {
-            "reservation_id": reservation,
-            "cabin": cabin,
-            "flights": legs,
-            "payment_id": self.payment_id(self._owner(reservation, user)),
-        }
-
-    def _person(self, user: str) -> dict[str, Any]:
-        record = self.db["users"].get(user) or self.db["users"][self.users[0]]
-        saved = record["saved_passengers"]
-        if saved and _maybe(self.rng, 0.5):
-            return dict(self.rng.choice(saved))
-        return {
-            "first_name": record["name"]["first_name"],
-            "last_name": record["name"]["last_name"],
-            "dob": record["dob"],
-        }
-
-    def passengers(self, user: str) -> dict[str, Any]:
-        rng = self.rng
-        reservation = self.reservation_id(user)
-        record = self.db["reservations"].get(reservation)
-        people = [dict(p) for p in record["passengers"]] if record else [self._person(user)]
-        if people and _maybe(rng, 0.6):
-            people[rng.randrange(len(people))] = self._person(user) | {"first_name": rng.choice(["Ana", "José", "Li"])}
-        if _maybe(rng, 0.15):
-            people = people[:-1] if len(people) > 1 and _maybe(rng, 0.5) else [*people, self._person(user)]
-        if people and _maybe(rng, 0.05):
-            people[0] = rng.choice([{"first_name": "Ana", "last_name": "Lee"}, {**people[0], "age": 30}])
-        return {"reservation_id": reservation, "passengers": people}
-
-    def book(self, user: str) -> dict[str, Any]:
-        rng = self.rng
-        number, date = rng.choice(self.available)
-        flight = self.db["flights"][number]
-        origin, destination = flight["origin"], flight["destination"]
-        legs = [{"flight_number": number, "date": date}]
-        round_trip = _maybe(rng, 0.4)
-        if round_trip:
-            legs.append(self._leg(destination, origin, date))
-        if _maybe(rng, 0.1):
-            legs[0] = self._leg(origin, destination)
-        cabin = rng.choice(["business", "economy", "basic_economy"])
-        people = [self._person(user) for _ in range(rng.choice([1, 1, 2, 3]))]
-        insurance = rng.choice(["yes", "no"])
-        total_bags = rng.choice([0, 1, 2, 3])
-        nonfree = rng.choice([0, 0, 1, 2])
-        price = 0
-        for leg in legs:
-            day = self.db["flights"].get(leg["flight_number"], {}).get("dates", {}).get(leg["date"], {})
-            price += day.get("prices", {}).get(cabin, 0) * len(people)
-        price += (30 * len(people) if insurance == "yes" else 0) + 50 * nonfree
-        return {
-            "user_id": self.user_id(user),
-            "origin": origin,
-            "destination": destination,
-            "flight_type": "round_trip" if round_trip else "one_way",
-            "cabin": cabin,
-            "flights": legs,
-            "passengers": people,
-            "payment_methods": self._payments(user, price),
-            "total_baggages": total_bags,
-            "nonfree_baggages": nonfree,
-            "insurance": insurance,
-        }
-
-    def _payments(self, user: str, price: int) -> list[dict[str, Any]]:
-        """Mostly the price paid with one of the user's methods, or split with a gift card or certificate; else a
-        wrong total, another user's method, or a payment pydantic must coerce or refuse."""
-        rng, roll = self.rng, self.rng.random()
-        methods = self.db["users"][user]["payment_methods"]
-        cards = sorted(m for m, v in methods.items() if v["source"] == "credit_card")
-        stored = sorted(m for m, v in methods.items() if v["source"] != "credit_card")
-        first = rng.choice(cards or sorted(methods))
-        if roll < 0.45:
-            return [{"payment_id": rng.choice(sorted(methods)), "amount": price}]
-        if roll < 0.7 and stored:
-            part = min(price, int(methods[(kept := rng.choice(stored))]["amount"]) + rng.choice([0, 0, 1]))
-            return [{"payment_id": kept, "amount": part}, {"payment_id": first, "amount": price - part}]
-        if roll < 0.82:
-            return [{"payment_id": first, "amount": price + rng.choice([-1, 1, 100])}]
-        if roll < 0.92:
-            return [{"payment_id": rng.choice(self.all_methods), "amount": price}]
-        return [rng.choice([{"payment_id": first, "amount": str(price)}, {"payment_id": first}, {"amount": price}])]
-
-
-DRAWS: dict[str, Callable[[dict[str, Any], random.Random], Any]] = {"retail": RetailDraws, "airline": AirlineDraws}
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Comparing
-
-
 @dataclass
 class DomainResult:
     domain: str
@@ -718,6 +169,9 @@ class DomainResult:
     errors_per_tool: Counter[str] = field(default_factory=Counter)
     disagreeing_tools: Counter[str] = field(default_factory=Counter)
     shown: list[str] = field(default_factory=list)
+    partial_writes: int = 0  # sequences that part only after a call tau2 answers with an error yet writes in
+    after_partial_write: int = 0  # their disagreements (answers and final states), not counted above
+    partial_shown: list[str] = field(default_factory=list)
     not_declared: str = ""
 
     def line(self) -> str:
@@ -738,10 +192,20 @@ def _escaped(text: str) -> str:
 
 
 def compare(
-    sequences: list[list[Call]], tau2: list[dict[str, Any]], simia: list[SimiaRun], result: DomainResult, show: int
+    sequences: list[list[Call]],
+    tau2: list[dict[str, Any]],
+    simia: list[SimiaRun],
+    result: DomainResult,
+    show: int,
+    wrote_on_error: Mapping[int, int] | None = None,
 ) -> None:
+    """Count into `result` what the two sides answered and left. `wrote_on_error` maps a sequence to its first call
+    that tau2 answered with an error although the call changed its database (a traced run's): when the sequence
+    agrees up to and with that call, its later disagreements are counted apart, since a simia error changes nothing
+    (a failing precondition writes nothing) and what follows parts for that reason alone."""
     for number, (calls, theirs, ours) in enumerate(zip(sequences, tau2, simia, strict=True)):
         result.sequences += 1
+        parted: list[tuple[int | None, str]] = []  # (the call's index, None for the final state; how it is shown)
         for index, (call, answer, (text, is_error, source)) in enumerate(
             zip(calls, theirs["answers"], ours.answers, strict=True)
         ):
@@ -754,22 +218,71 @@ def compare(
             if _escaped(text) == answer["text"] and is_error == answer["error"]:
                 result.escape_only += 1
                 continue
-            result.answer_disagreements += 1
-            result.disagreeing_tools[call["tool"]] += 1
-            if len(result.shown) < show:
-                theirs_shown, ours_shown = _around(answer["text"], text)
-                result.shown.append(
-                    f"sequence {number} call {index} {call['tool']} "
-                    f"{json.dumps(call['arguments'], ensure_ascii=False)[:400]}"
+            theirs_shown, ours_shown = _around(answer["text"], text)
+            parted.append(
+                (
+                    index,
+                    f"sequence {number} call {index} {_call_shown(call)}"
                     f"\n      tau2  (error={answer['error']}): {theirs_shown}"
-                    f"\n      simia (error={is_error}): {ours_shown}"
+                    f"\n      simia (error={is_error}): {ours_shown}",
                 )
+            )
         if tau2_hash(ours.state) != theirs["hash"]:
-            result.state_disagreements += 1
-            if len(result.shown) < show:
-                result.shown.append(
-                    f"sequence {number} final state: {_first_difference(ours.state, theirs['changed'])}"
+            parted.append((None, f"sequence {number} final state: {_first_difference(ours.state, theirs['changed'])}"))
+        at = (wrote_on_error or {}).get(number)
+        if parted and at is not None and all(index is None or index > at for index, _ in parted):
+            result.partial_writes += 1
+            result.after_partial_write += len(parted)
+            if len(result.partial_shown) < show:
+                text = theirs["answers"][at]["text"]
+                result.partial_shown.append(
+                    f"sequence {number} call {at} {_call_shown(calls[at], 1200)}"
+                    f"\n      tau2 answers {text[:150]!r} (simia too) and changes its database; "
+                    f"{len(parted)} disagreement(s) after it, the first: {parted[0][1]}"
                 )
+            continue
+        for index, shown in parted:
+            if index is None:
+                result.state_disagreements += 1
+            else:
+                result.answer_disagreements += 1
+                result.disagreeing_tools[calls[index]["tool"]] += 1
+            if len(result.shown) < show:
+                result.shown.append(shown)
+
+
+def _call_shown(call: Call, limit: int = 400) -> str:
+    return f"{call['tool']} {json.dumps(call['arguments'], ensure_ascii=False)[:limit]}"
+
+
+def _disagrees(theirs: dict[str, Any], ours: SimiaRun) -> bool:
+    """Whether a sequence parts anywhere (an answer, beyond escaping, or the final state)."""
+    answers = zip(theirs["answers"], ours.answers, strict=True)
+    return tau2_hash(ours.state) != theirs["hash"] or any(
+        _escaped(text) != _escaped(answer["text"]) or is_error != answer["error"]
+        for answer, (text, is_error, _) in answers
+    )
+
+
+def wrote_on_error(
+    python: str, domain: str, sequences: list[list[Call]], tau2: list[dict[str, Any]], simia: list[SimiaRun]
+) -> dict[int, int]:
+    """The sequences that part and hold a tau2 error, each with its first call that tau2 answered with an error
+    although the call changed tau2's database (those sequences rerun in tau2, traced); the others are left out."""
+    suspects = [
+        n
+        for n, (theirs, ours) in enumerate(zip(tau2, simia, strict=True))
+        if any(a["error"] for a in theirs["answers"]) and _disagrees(theirs, ours)
+    ]
+    if not suspects:
+        return {}
+    traced = run_tau2(python, domain, [sequences[n] for n in suspects], trace=True)
+    found: dict[int, int] = {}
+    for n, run in zip(suspects, traced, strict=True):
+        at = next((i for i, a in enumerate(run["answers"]) if a["error"] and a["wrote"]), None)
+        if at is not None:
+            found[n] = at
+    return found
 
 
 def _around(theirs: str, ours: str, width: int = 150) -> tuple[str, str]:
@@ -822,7 +335,7 @@ def run_domain(settings: Settings, domain: str, folder: Path) -> DomainResult:
     missing = ungrounded(world)
     if domain not in DRAWS or missing:
         what = f"{len(missing)} of {len(world.tools)} tools without a grounding: {', '.join(missing)}"
-        result.not_declared = what if missing else "no call drawer for this domain in bench/tau2_differential.py"
+        result.not_declared = what if missing else "no call drawer for this domain in bench/_tau2_draws.py"
         return result
     draws = DRAWS[domain](document["db"]["dump"], random.Random(f"{settings.seed}/{domain}"))
     sequences = [draws.sequence(settings.calls) for _ in range(settings.sequences)]
@@ -832,7 +345,8 @@ def run_domain(settings: Settings, domain: str, folder: Path) -> DomainResult:
     started = time.perf_counter()
     simia = asyncio.run(run_simia(world, sequences))
     result.simia_seconds = time.perf_counter() - started
-    compare(sequences, tau2, simia, result, settings.show)
+    partial = wrote_on_error(settings.python, domain, sequences, tau2, simia)
+    compare(sequences, tau2, simia, result, settings.show, partial)
     return result
 
 
@@ -845,6 +359,12 @@ def report(result: DomainResult) -> None:
             f"  and {result.escape_only} answers that differ from tau2's only in escaping non-ASCII text (tau2 writes "
             "\\uXXXX, simia the character): the engine's rendering (sim/records.py result_text), not counted above"
         )
+    if result.partial_writes:
+        print(
+            f"  and {result.after_partial_write} disagreements in {result.partial_writes} sequence(s) that part only "
+            "after a call tau2 answers with an error although it changed its database: simia's error answers change "
+            "nothing (a failing precondition writes nothing, sim/engine/grounded.py), not counted above"
+        )
     print(f"  tau2 {result.tau2_seconds:.1f} s, simia {result.simia_seconds:.1f} s (all sequences, one process each)")
     print(f"  {'tool':<32} {'calls':>6} {'errors':>7} {'disagree':>9}")
     for tool in sorted(result.per_tool):
@@ -854,6 +374,8 @@ def report(result: DomainResult) -> None:
         )
     for line in result.shown:
         print("  disagreement:", line)
+    for line in result.partial_shown:
+        print("  after a partial write:", line)
 
 
 def main(argv: list[str] | None = None) -> int:
