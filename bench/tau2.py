@@ -141,7 +141,7 @@ async def _replay_task(client: SimiaClient, world: World, task: dict[str, Any], 
 def _checks_pass(world: World, task: Task, state: dict[str, Any], initial: dict[str, Any], calls: list[Any]) -> bool:
     """Whether the task's rule checks pass on `state` after `calls` (its assertions, expected actions, expected
     state; `communicate_info` aside: the replay sends no messages)."""
-    checks = rule_checks(task, state, initial_state=initial, calls=calls, functions=world.prelude)
+    checks = rule_checks(task, state, initial_state=initial, calls=calls, functions=world.functions)
     return all(c.passed for c in checks if not c.pointer.startswith("communicate_info"))
 
 

@@ -58,7 +58,7 @@ class SeedSession(BaseModel):
     responses_create_params: dict[str, Any] = Field(
         description="The Responses-API request of the rollout (its `input` and `instructions` open the transcript)."
     )
-    task: str | None = Field(default=None, max_length=200, description="A task id of the world.")
+    task: str | None = Field(default=None, max_length=1024, description="A task id of the world.")
     seed: Seed | None = Field(default=None, description="Makes the simulation reproducible.")
     perturbation: Perturbation | None = Field(default=None, description="Inject realistic faults into its calls.")
 

@@ -114,7 +114,7 @@ class ResetRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
-    task: str | None = Field(default=None, max_length=200, description="A task id of the world.")
+    task: str | None = Field(default=None, max_length=1024, description="A task id of the world.")
     seed: Seed | None = Field(default=None, description="Makes the simulation reproducible.")
     perturbation: Perturbation | None = Field(default=None, description="Inject realistic faults into its calls.")
     episode_id: str | None = Field(default=None, max_length=255, description="Ignored: simia names its episodes.")

@@ -37,13 +37,17 @@ NaN): a note of what was refused stands for them."""
 
 
 _unicode_json = json.JSONEncoder(ensure_ascii=False).encode
+_ascii_json = json.JSONEncoder().encode
 
 
-def result_text(output: Any) -> str:
+def result_text(output: Any, *, ascii: bool = False) -> str:
     """The text of a simulated successful result: its output as JSON (a string output as itself, as an API that
     answers a bare string sends it), which the agent reads beside the structured output. Stores keep an event's
-    text only when it is not this (most are), so a call's output is stored once."""
-    return output if isinstance(output, str) else _unicode_json(output)
+    text only when it is not this (most are), so a call's output is stored once. `ascii`: non-ASCII characters
+    escaped as `\\uXXXX`, as Python's `json.dumps` writes them by default (a world's `simulator.ascii_json`)."""
+    if isinstance(output, str):
+        return output
+    return _ascii_json(output) if ascii else _unicode_json(output)
 
 
 @dataclass

@@ -79,7 +79,7 @@ class CreateEpisode(_Request):
     """`POST /v1/episodes`: start an episode of a world, optionally for one of its tasks."""
 
     world: str = Field(min_length=1, max_length=200, description="A world name from GET /v1/worlds.")
-    task: str | None = Field(default=None, max_length=200, description="A task id of that world.")
+    task: str | None = Field(default=None, max_length=1024, description="A task id of that world.")
     seed: Seed | None = Field(default=None, description="Makes the simulation reproducible (answers are cached).")
     perturbation: Perturbation | None = Field(
         default=None, description="Inject realistic faults at this rate (overrides the world's setting)."

@@ -16,8 +16,8 @@ after. A failing precondition expression is its declared error; a failing `let`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jsonpath_rfc9535 import JSONPathError
@@ -44,7 +44,6 @@ from ..world import (
     is_missing,
     resolve_pointer,
     state_hash,
-    with_functions,
 )
 
 __all__ = [
@@ -62,11 +61,15 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Refused:
-    """The state decides the call fails: a precondition does not hold, or the read finds nothing."""
+    """The state decides the call fails: a precondition does not hold, or the read finds nothing. `effects` (and
+    the `state` they leave) are what a precondition declares the call writes although it fails (`Precondition.
+    effects`); a refusal without them changes nothing."""
 
     code: str
     text: str
     detail: str
+    effects: list[dict[str, Any]] = field(default_factory=list)
+    state: State | None = None
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,7 @@ def plan_call(
     properties = tool.input_schema.get("properties") or {}
     defaults = {k: v["default"] for k, v in properties.items() if isinstance(v, dict) and "default" in v}
     arguments = {**defaults, **arguments}
-    scope = _Scope(tool, state, arguments, seed, world.prelude)
+    scope = _Scope(tool, state, arguments, seed, world.bind)
     for name, text in grounding.let.items():
         try:
             scope.variables[name] = scope.evaluate(text)
@@ -126,7 +129,7 @@ def plan_call(
             except ExpressionError as exc:
                 ok, why = False, f": {exc}"
             if not ok:
-                return _refused(
+                refused = _refused(
                     world,
                     tool,
                     condition.error,
@@ -134,6 +137,7 @@ def plan_call(
                     scope,
                     condition.message,
                 )
+                return _written_anyway(world, tool, condition, refused, arguments, scope)
             held.append((condition.expr, "holds", condition.error))
             continue
         pointer = fill_pointer(condition.pointer or "", arguments)
@@ -141,15 +145,16 @@ def plan_call(
         what = _holds(condition, value, arguments)
         if what is None:
             where = pointer if pointer is not None else condition.pointer
-            return _refused(
+            refused = _refused(
                 world, tool, condition.error, f"precondition on {where} does not hold", scope, condition.message
             )
+            return _written_anyway(world, tool, condition, refused, arguments, scope)
         held.append((pointer or condition.pointer or "", what, condition.error))
     ruled_out = {code for _, _, code in held}
     if any(c.test in ("expr", "equals") or (c.test == "exists" and c.exists) for c in grounding.preconditions):
         ruled_out.add("not_found")  # what the call names was found: the generic code cannot apply either
     try:
-        effects = _effects(grounding, arguments, scope)
+        effects = _effects(grounding.effects, arguments, scope)
     except ExpressionError as exc:
         return Broken(f"tool {tool.name!r}: an effect expression failed: {exc}")
     try:
@@ -172,16 +177,21 @@ def plan_call(
 
 class _Scope:
     """What a call's expressions see: `$args`, `$state` and `$before`, the `let` values, the world's functions
-    (`prelude`); `$newid`'s seed."""
+    (`bind`); `$newid`'s seed."""
 
     def __init__(
-        self, tool: ToolSpec, state: State, arguments: Mapping[str, Any], seed: int | None, prelude: str = ""
+        self,
+        tool: ToolSpec,
+        state: State,
+        arguments: Mapping[str, Any],
+        seed: int | None,
+        bind: Callable[[str], str] = str,
     ) -> None:
         self.tool = tool
         self.state = state
         self.arguments = arguments
         self.seed = seed
-        self.prelude = prelude
+        self.bind = bind
         self.variables: dict[str, Any] = {"args": dict(arguments), "state": state, "before": state}
 
     def id_seed(self) -> str:
@@ -189,7 +199,7 @@ class _Scope:
         return f"{self.seed}|{digest}|{self.tool.name}|{canonical_json(self.arguments)}"
 
     def evaluate(self, text: str, **extra: Any) -> Any:
-        return evaluate(with_functions(self.prelude, text), {**self.variables, **extra}, id_seed=self.id_seed)
+        return evaluate(self.bind(text), {**self.variables, **extra}, id_seed=self.id_seed)
 
 
 def keep_triggers(world: World, before: State, after: State) -> tuple[State, list[dict[str, Any]]]:
@@ -205,7 +215,7 @@ def keep_triggers(world: World, before: State, after: State) -> tuple[State, lis
     for trigger in world.triggers:
         variables = {"state": state, "before": before}
         try:
-            ops = _computed(evaluate(with_functions(world.prelude, trigger.expr), variables), "its expression")
+            ops = _computed(evaluate(world.bind(trigger.expr), variables), "its expression")
         except ExpressionError as exc:
             raise ExpressionError(f"trigger {trigger.name!r}: {exc}") from None
         changing = [op for op in ops if not _restates(state, op)]
@@ -261,11 +271,31 @@ def _holds(condition: Precondition, value: Any, arguments: Mapping[str, Any]) ->
     return "satisfies its schema" if not validate_instance(condition.schema_ or {}, value) else None
 
 
-def _effects(grounding: Grounding, arguments: Mapping[str, Any], scope: _Scope) -> list[dict[str, Any]]:
+def _written_anyway(
+    world: World,
+    tool: ToolSpec,
+    condition: Precondition,
+    refused: Refused | Broken,
+    arguments: Mapping[str, Any],
+    scope: _Scope,
+) -> Refused | Broken:
+    """`refused` with the effects its precondition declares the call writes although it fails, applied and
+    schema-checked as the grounding's own (a failure of theirs is the declaration's: `Broken`)."""
+    if not condition.effects or isinstance(refused, Broken):
+        return refused
+    try:
+        ops = _effects(condition.effects, arguments, scope)
+        state = apply_patch(scope.state, ops, world.state_schema)
+    except (ExpressionError, StateError) as exc:
+        return Broken(f"tool {tool.name!r}: the {condition.error!r} precondition's effects failed: {exc}")
+    return replace(refused, effects=ops, state=state)
+
+
+def _effects(items: Sequence[Any], arguments: Mapping[str, Any], scope: _Scope) -> list[dict[str, Any]]:
     """The declared operations with the arguments filled in, and the computed ones in their place; an operation
     naming an absent argument is left out."""
     ops: list[dict[str, Any]] = []
-    for i, effect in enumerate(grounding.effects):
+    for i, effect in enumerate(items):
         if isinstance(effect, ComputedEffect):
             ops.extend(_computed(scope.evaluate(effect.expr), f"effects[{i}].expr"))
             continue

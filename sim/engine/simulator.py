@@ -264,7 +264,7 @@ class Simulator:
         if tool.grounding is not None:
             decided = plan_call(world, tool, current, call.arguments, seed=seed)
             if not isinstance(decided, Plan) or decided.exact:  # the state decides: no model, nothing cached
-                return _from_state(decided, call, state, start)
+                return _from_state(decided, call, state, start, ascii=world.simulator.ascii_json)
             plan = decided
         view = state_view(await self.indexes.aindex_of(current), call.arguments, world.simulator.max_state_chars)
         if view.named_chars > world.simulator.max_named_chars:
@@ -437,7 +437,8 @@ class Simulator:
             new_state = apply_patch(current, patch, world.state_schema) if patch else state
         except StateError as exc:
             return str(exc)
-        return Step(tool.name, {}, output, result_text(output), False, new_state, state_patch=patch)
+        text = result_text(output, ascii=world.simulator.ascii_json)
+        return Step(tool.name, {}, output, text, False, new_state, state_patch=patch)
 
 
 _OPS = {"add", "remove", "replace", "move", "copy", "test"}
@@ -507,7 +508,9 @@ def _prompt_cache_key(world: World) -> str:
     return f"simia-{world.content_hash[:16]}-{PROMPT_VERSION}"
 
 
-def _from_state(decided: Plan | Refused | Broken, call: ToolCall, state: dict[str, Any], start: float) -> Step:
+def _from_state(
+    decided: Plan | Refused | Broken, call: ToolCall, state: dict[str, Any], start: float, *, ascii: bool = False
+) -> Step:
     """The Step of a call the state decided: an exact answer, its declared error, or a declaration that failed."""
     latency = (time.monotonic() - start) * 1000
     if isinstance(decided, Broken):
@@ -521,7 +524,8 @@ def _from_state(decided: Plan | Refused | Broken, call: ToolCall, state: dict[st
             None,
             decided.text,
             True,
-            state,
+            decided.state if decided.effects and decided.state is not None else state,
+            state_patch=decided.effects,
             error_code=decided.code,
             error_kind="agent",
             latency_ms=latency,
@@ -534,7 +538,7 @@ def _from_state(decided: Plan | Refused | Broken, call: ToolCall, state: dict[st
         call.tool,
         call.arguments,
         output,
-        result_text(output),
+        result_text(output, ascii=ascii),
         False,
         new_state,
         state_patch=decided.effects,

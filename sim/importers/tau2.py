@@ -290,7 +290,7 @@ def world_from_tau2(
         state=base,
         skeleton=False,
         state_schema=_state_schema(document, dual),
-        simulator={"instructions": instructions},
+        simulator={"instructions": instructions, "ascii_json": True},  # tau2 answers json.dumps's text
         tasks=tasks,
         attachments={TAU2_FILE: json.dumps(attachment, indent=1, ensure_ascii=False) + "\n"},
     )

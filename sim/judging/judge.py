@@ -298,7 +298,7 @@ def _base_verdict(world: World, task: Task | None, view: EpisodeView) -> Verdict
             initial_state=view.initial_state,
             calls=view.calls,
             transcript=view.transcript,
-            functions=world.prelude,
+            functions=world.functions,
         )
         if task
         else [],

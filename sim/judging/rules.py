@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import StateError
@@ -65,13 +65,13 @@ def rule_checks(
     initial_state: dict[str, Any] | None = None,
     calls: Sequence[Any] | None = None,
     transcript: list[dict[str, Any]] | None = None,
-    functions: str = "",
+    functions: Mapping[str, str] | None = None,
 ) -> list[RuleCheck]:
     """Evaluate `expected_state` (JSON Pointer -> value, or {"$absent": true}) on the final state; with the initial
     state, `state_exact`; with the calls made (each with `tool` and `arguments`: the user's own calls count too, as
     tau2 counts them), `expected_actions`; `communicate_info` on the transcript's assistant messages (no transcript:
     those fail, nothing was told); and the `assertions` on the final state, with the world's `functions` bound
-    (`World.prelude`)."""
+    (`World.functions`)."""
     out = []
     for pointer, expected in task.expected_state.items():
         passed, actual = check_holds(final_state, pointer, expected)
@@ -110,11 +110,13 @@ def rule_checks(
                 )
             )
     for i, assertion in enumerate(task.assertions):
-        out.append(_asserted(f"assertions[{i}]", assertion, final_state, functions))
+        out.append(_asserted(f"assertions[{i}]", assertion, final_state, functions or {}))
     return out
 
 
-def _asserted(pointer: str, assertion: StateAssertion, final: dict[str, Any], functions: str) -> RuleCheck:
+def _asserted(
+    pointer: str, assertion: StateAssertion, final: dict[str, Any], functions: Mapping[str, str]
+) -> RuleCheck:
     """An assertion's check: true holds; false, anything else or a failure (its message) does not."""
     expected = assertion.message or assertion.expr
     try:

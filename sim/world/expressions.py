@@ -105,10 +105,24 @@ def argument_names(text: str) -> set[str]:
     return {m.group(1) or m.group(2) for m in _ARG.finditer(text)}
 
 
-def with_functions(prelude: str, text: str) -> str:
-    """`text` inside a block that first binds a world's functions (`World.prelude`: `$name := function...;`), or
-    `text` itself when there are none."""
-    return f"(\n{prelude}({text})\n)" if prelude else text
+_NAME = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def with_functions(functions: Mapping[str, str], text: str) -> str:
+    """`text` inside a block that first binds the world's functions it calls (`$name := function...;`, those they
+    call in turn included, in the world's order), or `text` itself when it calls none: binding all of a world's
+    functions on every evaluation costs about 1 ms for telecom's 30."""
+    needed: set[str] = set()
+    pending = [name for name in _NAME.findall(text) if name in functions]
+    while pending:
+        name = pending.pop()
+        if name not in needed:
+            needed.add(name)
+            pending += [n for n in _NAME.findall(functions[name]) if n in functions and n not in needed]
+    if not needed:
+        return text
+    prelude = "".join(f"${name} := {body};\n" for name, body in functions.items() if name in needed)
+    return f"(\n{prelude}({text})\n)"
 
 
 def evaluate(

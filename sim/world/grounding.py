@@ -165,6 +165,12 @@ class Precondition(_AsWritten):
         description="A JSONata expression that must be true, e.g. $order.status = 'pending'.",
     )
     error: str = Field(description="The error code returned when the precondition fails (one of the tool's codes).")
+    effects: list[EffectItem] = Field(
+        default_factory=list,
+        description="What the call writes although it fails here, as a real API that fails half-way keeps what it "
+        "wrote before (tau2's book_reservation debits gift cards, then fails on a certificate used twice): effects as "
+        "the grounding's own, evaluated on the state before the call. Without them a refusal changes nothing.",
+    )
     message: str | None = Field(
         default=None,
         min_length=1,
@@ -242,6 +248,8 @@ EffectItem = Annotated[
 ]
 """An effect: an operation written out (`op`, `path`...), or one an expression computes (`expr`). (The tags are
 left out of the paths a bad world's issues name.)"""
+
+Precondition.model_rebuild()  # its `effects` are `EffectItem`s, defined after it
 
 
 class Read(_Strict):

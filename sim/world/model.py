@@ -22,7 +22,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import InitErrorDetails, PydanticCustomError, to_json
 
 from ..perturbation import Perturbation
-from .expressions import RESERVED_NAMES, parse_problem
+from .expressions import RESERVED_NAMES, parse_problem, with_functions
 from .grounding import Grounding
 from .personas import unknown_persona
 
@@ -255,6 +255,11 @@ class SimulatorHints(_Strict):
 
     instructions: str | None = Field(default=None, description="Extra rules for the simulator, appended to the prompt.")
     window: int = Field(default=4, ge=0, le=50, description="How many recent calls the simulator sees.")
+    ascii_json: bool = Field(
+        default=False,
+        description="Write answers' JSON text with non-ASCII characters escaped (\\uXXXX), as Python's json.dumps "
+        "does by default: a world that mirrors a Python API byte for byte (simia import tau2 sets it).",
+    )
     max_state_chars: int = Field(
         default=3_000,
         ge=500,
@@ -534,9 +539,16 @@ class World(_Strict):
         return {tool.name: tool for tool in self.user_tools}
 
     @cached_property
-    def prelude(self) -> str:
-        """The world's functions as a JSONata block prefix (`$name := function...;`), "" when it has none."""
-        return "".join(f"${name} := {text};\n" for name, text in self.functions.items())
+    def _bound(self) -> dict[str, str]:
+        return {}
+
+    def bind(self, text: str) -> str:
+        """A JSONata expression of this world with the world's functions it calls bound (`with_functions`), made
+        once per expression."""
+        bound = self._bound.get(text)
+        if bound is None:
+            bound = self._bound[text] = with_functions(self.functions, text) if self.functions else text
+        return bound
 
     @cached_property
     def shared_errors(self) -> list[ToolErrorSpec]:

@@ -382,9 +382,11 @@ def check_grounding(
     pointers: list[tuple[str, str]] = []  # (field, pointer template)
     templates: list[tuple[str, Any]] = []
     expressions: list[tuple[str, str]] = [(f"{path}.let.{name}", text) for name, text in grounding.let.items()]
+    effects = [(f"{path}.effects[{i}]", effect) for i, effect in enumerate(grounding.effects)]
     for i, condition in enumerate(grounding.preconditions):
         where = f"{path}.preconditions[{i}]"
         _check_code(say, f"{where}.error", condition.error, codes)
+        effects += [(f"{where}.effects[{j}]", effect) for j, effect in enumerate(condition.effects)]
         if condition.message is not None:
             expressions.append((f"{where}.message", condition.message))
         if condition.expr is not None:
@@ -400,8 +402,7 @@ def check_grounding(
                 issues.issues[i] = WorldIssue(
                     issue.file, issue.path, f"tool {tool.name!r}: {issue.message}", issue.hint
                 )
-    for i, effect in enumerate(grounding.effects):
-        where = f"{path}.effects[{i}]"
+    for where, effect in effects:
         if isinstance(effect, ComputedEffect):
             expressions.append((f"{where}.expr", effect.expr))
             continue

@@ -195,6 +195,37 @@ async def test_a_precondition_that_says_or_and_its_computed_message(tmp_path: Pa
     assert delivered.state_patch == [] and missing.state_patch == []
 
 
+async def test_a_refusal_keeps_what_its_precondition_declares_the_call_wrote_before_failing(tmp_path: Path) -> None:
+    """A real API that fails half-way keeps what it wrote (tau2's book_reservation): the precondition's `effects`
+    are applied although the answer is its error; a refusal without them, and one whose effects fail, write
+    nothing."""
+    half_way = {
+        "let": {"order": "$lookup($state.orders, $args.order_id)"},
+        "preconditions": [
+            {
+                "expr": "$order.status = 'pending'",
+                "error": "not_cancellable",
+                "message": "'Error: ' & $order.status",
+                "effects": [{"op": "replace", "path": "/orders/{order_id}/status", "value": "stuck"}],
+            },
+            {"expr": "$exists($order.nothing)", "error": "not_cancellable", "effects": [{"expr": "1 / 0"}]},
+        ],
+        "read": {"expr": "'never'"},
+    }
+    tools = [
+        {"name": "half_way", "inputSchema": TOOLS[1]["inputSchema"], "errors": ORDER_ERRORS, "grounding": half_way}
+    ]
+    world = load_world(shop(tmp_path, tools))
+    sim = Simulator(backend=ScriptedBackend([]))
+    kept = await sim.step(world, world.initial_state, [], ToolCall("half_way", {"order_id": "#W2"}))
+    broken = await sim.step(world, world.initial_state, [], ToolCall("half_way", {"order_id": "#W1"}))
+    assert (kept.is_error, kept.error_code, kept.text) == (True, "not_cancellable", "Error: delivered")
+    assert kept.state_patch == [{"op": "replace", "path": "/orders/#W2/status", "value": "stuck"}]
+    assert kept.state["orders"]["#W2"]["status"] == "stuck"
+    assert (broken.error_kind, broken.error_code, broken.state_patch) == ("infra", "invalid_simulation", [])
+    assert "precondition's effects failed" in broken.detail and broken.state is world.initial_state
+
+
 async def test_one_record_per_array_element_and_a_later_call_sees_them(tmp_path: Path) -> None:
     entities = [{"name": "Ada", "type": "person"}, {"name": "Bletchley", "type": "place"}]
     first, again = await call(

@@ -79,8 +79,8 @@ def test_the_assertion_holds_only_on_a_state_where_the_phone_has_service() -> No
         ],
         None,
     )
-    (done,) = rule_checks(task, fixed, functions=world.prelude)
-    (idle,) = rule_checks(task, start, functions=world.prelude)
+    (done,) = rule_checks(task, fixed, functions=world.functions)
+    (idle,) = rule_checks(task, start, functions=world.functions)
     (unbound,) = rule_checks(task, fixed)  # without the world's functions the expression cannot run
     assert (done.passed, done.expected, idle.passed, unbound.passed) == (True, "the phone has service", False, False)
     assert str(unbound.actual).startswith("failed:")
