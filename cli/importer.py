@@ -36,6 +36,7 @@ from simia.sim.importers import (
 from simia.sim.world import WORLD_NAME, check_target, write_world
 
 from ._common import CliError, existing_file, http_header, number
+from .seeds import register_seeds
 
 __all__ = ["register"]
 
@@ -220,7 +221,9 @@ def _common(
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("import", help="write a world from a real MCP server, an OpenAPI description or tau2-bench")
+    p = sub.add_parser(
+        "import", help="write worlds from a real MCP server, an OpenAPI description, tau2-bench or seed datasets"
+    )
     kinds = p.add_subparsers(dest="source", required=True, metavar="SOURCE")
 
     m = kinds.add_parser(
@@ -295,3 +298,4 @@ def register(sub: Any) -> None:
     )
     _common(t, name_default="tau2-DOMAIN")
     t.set_defaults(func=_import_tau2)
+    register_seeds(kinds)

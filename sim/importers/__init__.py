@@ -21,11 +21,13 @@ from .mcp import (
     world_from_listing,
 )
 from .openapi import OperationFilter, import_openapi
+from .seeds import SEED_FORMATS, SeedFile, SeedsImport, SeedWorld, Skipped, import_seeds
 from .tau2 import INSTALL_HINT as TAU2_INSTALL_HINT
 from .tau2 import TAU2_FILE, domain_declarations, run_probe, tau2_hash, world_from_tau2
 
 __all__ = [
     "MAX_SPEC_BYTES",
+    "SEED_FORMATS",
     "TAU2_FILE",
     "TAU2_INSTALL_HINT",
     "BootstrapConfig",
@@ -35,12 +37,17 @@ __all__ = [
     "ProbeCall",
     "ProbeResult",
     "ReportEntry",
+    "SeedFile",
+    "SeedWorld",
+    "SeedsImport",
     "ServerListing",
+    "Skipped",
     "bootstrap",
     "check_probe_calls",
     "check_task",
     "domain_declarations",
     "import_openapi",
+    "import_seeds",
     "is_read_only",
     "load_spec",
     "normal_modes",

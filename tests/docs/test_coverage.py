@@ -92,6 +92,9 @@ BATCHED = (
     "a key"
 )
 NOT_RUN = {
+    "simia import seeds tests/fixtures/seeds/apigen.json tests/fixtures/seeds/xlam.json tests/fixtures/seeds/bad.jsonl "
+    "--out worlds/seeds": "tests/cli/test_import_seeds.py runs it as written and compares its output with the page's",
+    "simia validate worlds/seeds": "tests/cli/test_import_seeds.py validates the worlds the page's import writes",
     "simia fidelity tool_specs/retail --against-declarations --calls-from examples --backend local": (
         "the embedded model, minutes a call; tests/clients/test_fidelity_declared.py runs it (local_model)"
     ),
