@@ -66,7 +66,7 @@ typecheck: ## mypy --strict over the packages (through a simia/ symlink tree)
 
 check: lint typecheck test ## everything
 
-ci: test docs ## the CI entry point
+ci: lint typecheck test docs ## the CI entry point
 
 bench: ## run the benchmarks (print ratios)
 	for f in bench/[!_]*.py; do echo "== $$f"; $(PY) $$f || exit 1; done

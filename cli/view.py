@@ -54,12 +54,12 @@ def _view(args: argparse.Namespace) -> int:
         target = target.removeprefix("sqlite:///")  # would checkpoint its WAL into the file
         if not Path(target).is_file():
             raise CliError(f"no database at {args.db!r}; pass --db PATH (the file `simia serve --db` wrote)")
-    _check_listen(args.host, args.port)
     try:
         worlds = asyncio.run(_recorded_worlds(target, folders))
         store = open_store(target, read_only=True)
     except (SimiaError, sqlite3.Error) as exc:
         raise CliError(f"--db {args.db!r}: {exc}; pass --db PATH (the file `simia serve --db` wrote)") from None
+    _check_listen(args.host, args.port)  # after the database: a bad --db is named whatever holds the port
     app = viewer_app(store, worlds, settings)
     url = f"http://{args.host}:{args.port}/ui"
     where = args.db if "://" in args.db else Path(target).resolve()

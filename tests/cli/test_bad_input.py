@@ -5,6 +5,7 @@ of junk files; the folder is compared byte for byte before and after."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import shutil
 import socket
@@ -269,6 +270,18 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     if not re.match(r"simia [a-z ]+: error: argument", lines[-1]):  # argparse prints its usage first
         assert lines == [lines[-1]] and lines[-1].startswith("error: "), err
     assert snapshot(junk) == before
+
+
+def test_view_names_a_bad_database_even_while_its_default_port_is_held(
+    junk: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`simia view`'s default port (8766) held by another process does not hide what is wrong with --db."""
+    with socket.socket() as holder:
+        with contextlib.suppress(OSError):  # already held by someone else: held all the same
+            holder.bind(("127.0.0.1", 8766))
+            holder.listen()
+        code, err = run(["view", "--db", "empty.txt"], capsys)
+    assert code == 2 and "'empty.txt' is not a simia database" in err, err
 
 
 @pytest.mark.timeout(60)
