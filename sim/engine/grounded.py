@@ -11,7 +11,13 @@ Computed parts (JSONata, `simia.sim.world.expressions`) run in the same order: t
 the call, an `expr` precondition where it stands, an `expr` effect's operations in its place among the others (every
 effect reads the state before the call: effects are one patch, applied all or none), and an `expr` read on the state
 after. A failing precondition expression is its declared error; a failing `let`, effect or read expression is a
-`Broken` declaration (an infra error with the detail), never a crash and never a half-applied state.
+`Broken` declaration (an infra error with the detail), never a crash and never a half-applied state. A refusal
+changes nothing unless its precondition declares `effects` (what a real API writes before it fails): then they are
+applied whole, as the grounding's own are.
+
+`keep_triggers` runs a world's triggers (state that follows from other state, as tau2's telecom keeps the phone in
+step with the line) on the state a call that succeeded left; the simulator adds their operations to the call's
+patch, whoever answered it.
 """
 
 from __future__ import annotations
@@ -208,7 +214,8 @@ def keep_triggers(world: World, before: State, after: State) -> tuple[State, lis
     leaves its value as it was is dropped.
 
     Raises:
-        ExpressionError: a trigger's expression failed, gave no operations, or its operations do not apply.
+        ExpressionError: a trigger's expression failed or gave something that is no operation, or its operations
+            do not apply (or break the state schema).
     """
     applied: list[dict[str, Any]] = []
     state = after
