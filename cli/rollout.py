@@ -66,10 +66,7 @@ def _tasks(args: argparse.Namespace, world: WorldInfo) -> list[TaskInfo]:
 
 def _info(world: World) -> WorldInfo:
     """What a server would answer about `world`, for checking `--tasks` before one is started."""
-    tasks = [
-        TaskInfo(id=t.id, instruction=t.instruction, user_hidden=t.user_hidden, persona=t.persona) for t in world.tasks
-    ]
-    return WorldInfo(name=world.name, tasks=tasks)
+    return WorldInfo(name=world.name, tasks=[TaskInfo.of(t) for t in world.tasks])
 
 
 def _create(out: Path) -> Path:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from simia.sim.errors import ImportSourceError, WorldError, WorldExistsError
-from simia.sim.importers import SEED_FORMATS, SeedsImport, import_seeds
+from simia.sim.importers import NGRAM, SEED_FORMATS, EvalSet, SeedsImport, import_seeds
 
 from ._common import CliError, existing_file, whole, writable_dir
 
@@ -30,8 +30,8 @@ def register_seeds(sub: Any) -> None:
         help="import seed datasets (APIGen-MT, xLAM, Hermes, ToolACE, glaive, Nemotron, Toucan, OpenAI chat): one "
         "world per tool set, the seeds as its examples and tasks",
         description="simia import seeds FILE... --out DIR [--format auto|" + "|".join(SEED_FORMATS[1:]) + "] "
-        "[--max-examples N] [--force]. Records are streamed (a file of millions imports in bounded memory); each "
-        "record skipped is counted with its reason. docs/seeds.md says what each format's records hold.",
+        "[--max-examples N] [--exclude FILE] [--force]. Records are streamed (a file of millions imports in bounded "
+        "memory); each record skipped is counted with its reason. docs/seeds.md says what each format's records hold.",
     )
     s.add_argument("files", nargs="+", metavar="FILE", help="JSONL, JSON (one array) or Parquet files; .gz is read too")
     s.add_argument(
@@ -50,6 +50,12 @@ def register_seeds(sub: Any) -> None:
         metavar="N",
         help="seeds kept as each world's examples, the simulator's style guide (3); every seed is a task",
     )
+    s.add_argument(
+        "--exclude",
+        metavar="FILE",
+        help=f"an evaluation set (JSONL, JSON or Parquet of instructions or conversations: a benchmark's test split): "
+        f"a seed whose user turns share a run of {NGRAM} words with it is skipped and counted (decontamination)",
+    )
     s.add_argument("--force", action="store_true", help="replace world folders that already exist (all of each)")
     s.set_defaults(func=_import_seeds)
 
@@ -59,8 +65,15 @@ def _import_seeds(args: argparse.Namespace) -> int:
         existing_file(file, "seed file", "give JSONL, JSON or Parquet files: simia import seeds FILE... --out DIR")
     out = writable_dir(args.out, "--out")
     try:
+        exclude = EvalSet.load(args.exclude) if args.exclude else None
         result = import_seeds(
-            args.files, out, fmt=args.format, force=args.force, max_examples=args.max_examples, progress=_progress
+            args.files,
+            out,
+            fmt=args.format,
+            force=args.force,
+            max_examples=args.max_examples,
+            progress=_progress,
+            exclude=exclude,
         )
     except (ImportSourceError, WorldExistsError) as exc:
         raise CliError(str(exc)) from None

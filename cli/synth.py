@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 from simia.clients.api import ServerUnreachable, SimiaApiError, SimiaClient
 from simia.sim.backends import BatchBackend
-from simia.training.synth import SynthConfig, load_seeds, synthesize, synthesize_via_server
+from simia.sim.errors import ImportSourceError
+from simia.sim.importers import NGRAM, EvalSet, drop_overlapping
+from simia.training.synth import SynthConfig, SynthReport, load_seeds, synthesize, synthesize_via_server
 
 from ._common import (
     CliError,
@@ -57,6 +60,10 @@ def _synth(args: argparse.Namespace) -> int:
             raise CliError(f'--seeds {args.seeds!r} holds no seeds; give one {{"messages": [...]}} a line')
         if not seeds:
             raise CliError(f"no seeds: {world.name!r} has no examples/; pass --seeds FILE.jsonl")
+    evals, excluded = _excluded(args.exclude, seeds)
+    if seeds and len(excluded) == len(seeds):
+        raise CliError(f"every seed overlaps --exclude {args.exclude!r}; nothing to amplify")
+    seeds = [seed for seed in seeds if seed["id"] not in excluded]
     planned = args.n * (len(seeds) if not args.via_server else len(world.tasks))
     if planned > MAX_TRAJECTORIES:
         raise CliError(f"--n {args.n} plans {planned} trajectories; one run does at most {MAX_TRAJECTORIES}")
@@ -84,11 +91,46 @@ def _synth(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from None
     else:
         report = asyncio.run(synthesize(world, seeds, model, config))
+    if evals is not None:
+        _decontaminated(report, config.out, evals, excluded)
     print(report.render())
     if isinstance(model, BatchBackend):
         print(batch_summary(model))
     print(f"records: {config.out / 'synth.jsonl'}  report: {config.out / 'synth_report.json'}")
     return 0
+
+
+EXCLUDED = "overlaps_exclude"
+"""The drop reason of a generated trajectory whose user turns overlap `--exclude`."""
+
+
+def _excluded(path: str | None, seeds: list[dict[str, Any]]) -> tuple[EvalSet | None, dict[str, str]]:
+    """The evaluation set `--exclude` names (None without it), and the seeds that overlap it (id -> why)."""
+    if path is None:
+        return None, {}
+    try:
+        evals = EvalSet.load(path)
+    except ImportSourceError as exc:
+        raise CliError(f"--exclude: {exc}") from None
+    excluded = {}
+    for seed in seeds:
+        shared = evals.conversation_overlap(seed["messages"])
+        if shared:
+            excluded[seed["id"]] = f"overlaps the evaluation set (--exclude): a user turn shares {shared!r}"
+    return evals, excluded
+
+
+def _decontaminated(report: SynthReport, out: Path, evals: EvalSet, excluded: dict[str, str]) -> None:
+    """Drop the kept records whose user turns overlap the evaluation set, count them and the excluded seeds in the
+    report, and write it again. (After the run, over the whole records file: a record an earlier run of this --out
+    kept is checked too.)"""
+    dropped = drop_overlapping(out / "synth.jsonl", evals)
+    report.seeds += len(excluded)
+    report.prefilter_dropped.update(excluded)
+    if dropped:
+        report.dropped[EXCLUDED] += dropped
+        report.kept -= min(dropped, report.kept)
+    (out / "synth_report.json").write_text(json.dumps(report.as_dict(), indent=1))
 
 
 def register(sub: Any) -> None:
@@ -104,6 +146,12 @@ def register(sub: Any) -> None:
     p.add_argument("--temperature", type=_temperature, default=1.0, help="sampling temperature, 0 to 2 (1)")
     p.add_argument("--no-prefilter", action="store_true", help="skip the LLM pre-filter of seeds")
     p.add_argument("--dedup-threshold", type=float, default=0.9, help="near-duplicate Jaccard threshold (0.9)")
+    p.add_argument(
+        "--exclude",
+        metavar="FILE",
+        help=f"an evaluation set (JSONL, JSON or Parquet of instructions or conversations: a benchmark's test split): "
+        f"seeds and trajectories whose user turns share a run of {NGRAM} words with it are dropped and counted",
+    )
     p.add_argument(
         "--via-server", type=http_url, metavar="URL", help="produce trajectories by rollouts against this simia server"
     )

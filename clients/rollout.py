@@ -367,8 +367,9 @@ async def _run_with_retries(
                 max_tokens=config.user_max_tokens,
                 seed=seed,
                 persona=persona,
+                reference_turns=task.user_turns,
             )
-            if user_backend is not None and (task.user_hidden or persona)
+            if user_backend is not None and (task.user_hidden or persona or task.user_turns)
             else None
         )
         try:

@@ -9,6 +9,11 @@ In a dual-control world (the world's `user_tools`: tau2-bench's telecom, where t
 their own phone) `use_tools` gives it those tools and a way to call them (the episode's `user_mcp_url`): a turn may
 then call them, read their results and call again (at most `max_tool_rounds` times) before it answers the agent.
 Its calls are the episode's events (`side: user`); they stay out of the agent's transcript.
+
+A task with a reference (its seed conversation, Simia-RL) gives the user simulator that conversation's user turns
+(`reference_turns`, the wire's `TaskInfo.user_turns`): what the seed's user said, to say again in its own words.
+Only those: the reference's calls and results hold the answers, and the harness that runs this simulator runs the
+agent too.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ class UserSimulator:
         seed: int | None = None,
         persona: str | None = None,
         max_tool_rounds: int = 5,
+        reference_turns: Sequence[str] = (),
     ) -> None:
         self.persona = played = persona_of(persona)
         self.max_tool_rounds = max_tool_rounds
@@ -64,6 +70,13 @@ class UserSimulator:
         self.usage = Usage()
         self._pending = Usage()
         hidden_text = hidden or "(none)"
+        said = "".join(f"\n{i}. {turn}" for i, turn in enumerate(reference_turns, start=1))
+        reference = (
+            "# What you said in the original conversation (in order: say the same things, in your own words, "
+            f"when the conversation reaches them){said}\n"
+            if said
+            else ""
+        )
         rules = "\n".join(f"- {rule}" for rule in (*USER_RULES, *played.rules))
         self.messages: list[dict[str, Any]] = [
             {
@@ -75,6 +88,7 @@ class UserSimulator:
                     f"# Your rules (never break them)\n{rules}\n"
                     f"# Your goal\n{instruction}\n"
                     f"# Facts only you know (reveal one only when the agent asks for it)\n{hidden_text}\n"
+                    f"{reference}"
                     '# Answer format\nOne JSON object {"message": what you say, "done": true when your goal is met or '
                     "clearly impossible, else false}."
                 ),

@@ -203,6 +203,7 @@ class CallPipeline:
                 call,
                 seed=seed,
                 max_argument_bytes=max_bytes,
+                task=world.task(episode.task) if episode.task else None,  # its reference grounds the simulator
             )
             new_state = step.state if step.state is not state and step.state_patch else None
             event = replace(_event_of(step, request_key), side=call.side)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .perturbation import Perturbation
 from .verdict import Verdict
-from .world.model import ToolSpec
+from .world.model import Task, ToolSpec
 
 __all__ = [
     "META_EPISODE",
@@ -208,13 +208,43 @@ class Health(_Answer):
 
 
 class TaskInfo(_Answer):
-    """A task as a rollout harness sees it. `user_hidden` is for the user simulator the harness runs; the
-    rubric and expected state stay on the server (the judge's), never sent."""
+    """A task as a rollout harness sees it. `user_hidden` and `user_turns` are for the user simulator the harness
+    runs; the rubric, the expected state and the reference's calls and results stay on the server (the judge's
+    and the simulator's), never sent: the harness runs the agent too, and the reference holds the answers."""
 
     id: str
     instruction: str
     user_hidden: str | None = None
     persona: str | None = Field(default=None, description="How its simulated user behaves (a persona name).")
+    user_turns: list[str] = Field(
+        default_factory=list,
+        description="What the user said in the task's reference conversation, in order (its user turns only).",
+    )
+
+    @classmethod
+    def of(cls, task: Task) -> TaskInfo:
+        """What a harness may see of `task` (its reference reduced to the user's own turns)."""
+        return cls(
+            id=task.id,
+            instruction=task.instruction,
+            user_hidden=task.user_hidden,
+            persona=task.persona,
+            user_turns=_user_turns(task.reference or []),
+        )
+
+
+def _user_turns(messages: list[dict[str, Any]]) -> list[str]:
+    """The text of each user turn of a conversation in OpenAI chat format (content parts joined), in order."""
+    turns: list[str] = []
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        if isinstance(content, str) and content.strip():
+            turns.append(content.strip())
+    return turns
 
 
 class WorldInfo(_Answer):

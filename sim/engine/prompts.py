@@ -1,7 +1,9 @@
 """The simulator's prompt and answer schema.
 
 The system message depends only on the world (rules, description, policy, tools,
-examples), so providers' prefix caches hit across calls; the user message carries
+examples), so providers' prefix caches hit across calls; an episode whose task names a `reference` (its seed
+conversation, as Simia-RL gives the simulator) gets that conversation there instead of the world's examples:
+a system message stable for every call of every episode of that task. The user message carries
 what changes, least changing first: the (sliced) state, the call, then a bounded window
 of recent calls. `UserMessage.stable` marks where its state section ends, for providers whose cache
 breakpoints are explicit (Anthropic): the world's prefix is cached for every episode, the state section for
@@ -18,7 +20,7 @@ from typing import Any
 from ..records import PastCall
 from ..world import DATA_KEYWORDS, NAMED_SCHEMAS, ToolSpec, World, schema_nodes, schema_signature
 
-__all__ = ["PROMPT_VERSION", "UserMessage", "answer_schema", "system_prompt", "user_prompt"]
+__all__ = ["PROMPT_VERSION", "REFERENCE_CHARS", "UserMessage", "answer_schema", "system_prompt", "user_prompt"]
 
 PROMPT_VERSION = "sim-6"
 
@@ -56,19 +58,45 @@ def _tool_card(tool: ToolSpec) -> str:
     return "\n".join(lines)
 
 
+REFERENCE_CHARS = 32_000
+"""Characters of a task's reference conversation the simulator is shown; a longer one is cut at a turn, and says so."""
+
+
+def _conversation_lines(messages: Sequence[dict[str, Any]], *, turns: bool = False) -> list[str]:
+    """A conversation as the simulator reads it: each call and result on a line (`CALL name {args}`, `RESULT ...`),
+    with `turns` the user's and the agent's words too (`USER ...`, `AGENT ...`)."""
+    lines: list[str] = []
+    for m in messages:
+        role = m.get("role")
+        if role == "assistant" and turns and m.get("content"):
+            lines.append(f"AGENT {m.get('content')}")
+        if role == "assistant" and m.get("tool_calls"):
+            for call in m["tool_calls"]:
+                fn = call.get("function", {}) if isinstance(call, dict) else {}
+                lines.append(f"CALL {fn.get('name')} {fn.get('arguments')}")
+        elif role == "tool":
+            lines.append(f"RESULT {m.get('content')}")
+        elif role == "user" and turns:
+            lines.append(f"USER {m.get('content')}")
+    return lines
+
+
+def _reference_text(reference: Sequence[dict[str, Any]], limit: int) -> str:
+    """The reference conversation, whole turns up to `limit` characters (then a line saying how many were cut)."""
+    lines = _conversation_lines(reference, turns=True)
+    used = 0
+    for i, line in enumerate(lines):
+        if used + len(line) > limit:
+            return "\n".join([*lines[:i], f"... ({len(lines) - i} more lines of the conversation cut)"])
+        used += len(line) + 1
+    return "\n".join(lines)
+
+
 def _example_text(world: World, limit: int) -> str:
     parts: list[str] = []
     used = 0
     for example in world.examples:
-        lines = []
-        for m in example.messages:
-            if m.get("role") == "assistant" and m.get("tool_calls"):
-                for call in m["tool_calls"]:
-                    fn = call.get("function", {})
-                    lines.append(f"CALL {fn.get('name')} {fn.get('arguments')}")
-            elif m.get("role") == "tool":
-                lines.append(f"RESULT {m.get('content')}")
-        text = "\n".join(lines)
+        text = "\n".join(_conversation_lines(example.messages))
         if used + len(text) > limit:
             break
         parts.append(text)
@@ -90,8 +118,15 @@ def _example_pointer(state: dict[str, Any]) -> tuple[str, Any] | None:
     return (path, value) if path and not isinstance(value, dict | list) else None
 
 
-def system_prompt(world: World, *, example_chars: int = 4000) -> str:
-    """The stable part of every simulator prompt in `world`."""
+def system_prompt(
+    world: World,
+    *,
+    example_chars: int = 4000,
+    reference: Sequence[dict[str, Any]] | None = None,
+    reference_chars: int = REFERENCE_CHARS,
+) -> str:
+    """The stable part of every simulator prompt in `world`, or with `reference` (a task's seed conversation) of
+    every prompt of that task's episodes: the reference replaces the world's shared examples."""
     rules = _RULES
     example = _example_pointer(world.initial_state)
     if example is not None:
@@ -112,9 +147,16 @@ def system_prompt(world: World, *, example_chars: int = 4000) -> str:
         )
     shared = "\n".join(f"{e.code}: {e.when}" for e in world.shared_errors)
     sections.append(f"# Error codes every tool has\n{shared}")
-    examples = _example_text(world, example_chars)
-    if examples:
-        sections.append(f"# Reference calls and results (style guide)\n{examples}")
+    if reference is not None:
+        sections.append(
+            "# Reference conversation (the seed this episode follows: the records, values and outcomes its results "
+            "show are this world's; answer the same calls as it does, and new calls consistently with it)\n"
+            + _reference_text(reference, reference_chars)
+        )
+    else:
+        examples = _example_text(world, example_chars)
+        if examples:
+            sections.append(f"# Reference calls and results (style guide)\n{examples}")
     sections.append(
         '# Answer\nOne JSON object: {"is_error": false, "output": the tool result, "state_patch": [RFC 6902 '
         'operations]} on success (no state_patch for a read-only tool), or {"is_error": true, "error_code": one '

@@ -10,9 +10,11 @@ modified; a `Step` carries the new one.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -23,7 +25,7 @@ from ..errors import BackendError, BackendOutputError, ExpressionError, StateErr
 from ..records import REFUSED_ARGUMENTS, PastCall, result_text
 from ..schema import non_finite_path, validate_instance
 from ..storage import ResponseCache, cache_key
-from ..world import Side, State, ToolSpec, World, apply_patch, as_state, compact_json
+from ..world import Side, State, Task, ToolSpec, World, apply_patch, as_state, compact_json
 from .grounded import Broken, Plan, Refused, contradiction, facts, keep_triggers, merged_patch, plan_call
 from .index import StateIndexes
 from .prompts import MAX_ROOTS, PROMPT_VERSION, UserMessage, answer_schema, system_prompt, user_prompt
@@ -123,6 +125,8 @@ def _recordable(call: ToolCall, max_argument_bytes: int) -> ToolCall:
 _ERROR_PREFIX = re.compile(r"^\s*(?:error\s*(?:\([^)]*\))?\s*:\s*)+", re.IGNORECASE)
 """An `Error (code):` the model wrote itself at the start of an error's message (simia writes its own)."""
 
+TASK_PROMPTS = 1024
+"""System prompts of tasks with a reference kept built (one per task; a world of seeds may have thousands)."""
 MAX_ARGUMENT_DEPTH = 32
 """Arguments nested deeper than this (objects and arrays) are refused before any model call."""
 _SHOWN_NAME = 64  # characters of an unknown tool's name that are repeated back and recorded
@@ -187,31 +191,72 @@ class Simulator:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.max_argument_bytes = max_argument_bytes
-        self._system: dict[str, str] = {}
+        self._system: dict[str, str] = {}  # world hash -> its system prompt
+        # (world hash, task id) -> the system prompt of a task with a reference, the most recently used kept
+        self._task_system: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
         # (world hash, tool, the state's top-level members) -> the answer schema
         self._schemas: dict[tuple[str, str, tuple[str, ...] | None], dict[str, Any]] = {}
         self.indexes = indexes if indexes is not None else StateIndexes()
 
     def build_messages(
-        self, world: World, state: dict[str, Any], window: Sequence[PastCall], call: ToolCall
+        self,
+        world: World,
+        state: dict[str, Any],
+        window: Sequence[PastCall],
+        call: ToolCall,
+        *,
+        task: Task | None = None,
     ) -> list[dict[str, Any]]:
-        """The prompt for `call`: the world's stable system message, then window, state and call. (Indexes a
-        state whose base it has not seen here, on the calling thread: `step` does that in a worker thread.)"""
+        """The prompt for `call`: the world's stable system message (the task's, when it names a reference), then
+        window, state and call. (Indexes a state whose base it has not seen here, on the calling thread: `step`
+        does that in a worker thread.)"""
         current = _current(world, state)
         indexed = self.indexes.index_of(current)
         view = state_view(indexed, call.arguments, world.simulator.max_state_chars)
         tool = world.tool(call.tool, call.side)
         plan = plan_call(world, tool, current, call.arguments) if tool is not None and tool.grounding else None
-        messages, _ = self._messages(world, window, call, view, plan if isinstance(plan, Plan) else None)
+        messages, _ = self._messages(world, task, window, call, view, plan if isinstance(plan, Plan) else None)
         return messages
 
+    def _system_prompt(self, world: World, task: Task | None) -> str:
+        """The system message of `world`'s calls, built once per world; or of `task`'s episodes when it names a
+        reference (`_task_prompt`)."""
+        if task is None or task.reference is None:
+            system = self._system.get(world.content_hash)
+            if system is None:
+                system = self._system[world.content_hash] = system_prompt(world)
+            return system
+        return self._task_prompt(world, task)[0]
+
+    def _own_prompt(self, world: World, task: Task | None) -> str | None:
+        """The hash of `task`'s own system message when it names a reference, else None (the world's is used)."""
+        return None if task is None or task.reference is None else self._task_prompt(world, task)[1]
+
+    def _task_prompt(self, world: World, task: Task) -> tuple[str, str]:
+        """(the system message, a hash of it) of the episodes of `task`, which names a reference: built once per
+        (world, task), kept for the `TASK_PROMPTS` most recently used tasks."""
+        key = (world.content_hash, task.id)
+        found = self._task_system.get(key)
+        if found is None:
+            system = system_prompt(world, reference=task.reference)
+            found = self._task_system[key] = (system, hashlib.sha256(system.encode()).hexdigest())
+            if len(self._task_system) > TASK_PROMPTS:
+                self._task_system.popitem(last=False)
+        else:
+            self._task_system.move_to_end(key)
+        return found
+
     def _messages(
-        self, world: World, window: Sequence[PastCall], call: ToolCall, view: StateView, plan: Plan | None = None
+        self,
+        world: World,
+        task: Task | None,
+        window: Sequence[PastCall],
+        call: ToolCall,
+        view: StateView,
+        plan: Plan | None = None,
     ) -> tuple[list[dict[str, Any]], UserMessage]:
         """The request's messages, and its user message with where its reusable parts end."""
-        system = self._system.get(world.content_hash)
-        if system is None:
-            system = self._system[world.content_hash] = system_prompt(world)
+        system = self._system_prompt(world, task)
         recent = list(window)[-world.simulator.window :] if world.simulator.window else []
         user = user_prompt(call.tool, call.arguments_json, view.text, recent)
         text = user.text if plan is None else f"{user.text}\n\n{facts(plan)}"
@@ -226,6 +271,7 @@ class Simulator:
         *,
         seed: int | None = None,
         max_argument_bytes: int | None = None,
+        task: Task | None = None,
     ) -> Step:
         """Simulate one call. Never raises for agent mistakes, backend failures or a failure simia did not foresee
         (`internal_error`, infra): they are data in the Step, so the call is recorded and its reward masked.
@@ -233,6 +279,8 @@ class Simulator:
         Args:
             seed: makes the call cacheable and replayable (same seed, state and call -> same answer).
             max_argument_bytes: overrides the simulator's own limit for this call.
+            task: the episode's task; when it names a `reference`, the simulator follows that conversation
+                instead of the world's examples (Simia-RL).
         """
         limit = self.max_argument_bytes if max_argument_bytes is None else max_argument_bytes
         tool, problem = check_call(world, call, max_argument_bytes=limit)
@@ -241,7 +289,7 @@ class Simulator:
             return _agent_error(_recordable(call, limit), state, code, problem or "")
         start = time.monotonic()
         try:
-            step = await self._step(world, tool, state, window, call, seed, start)
+            step = await self._step(world, task, tool, state, window, call, seed, start)
             return _triggered(world, state, step, call, start) if world.triggers and not step.is_error else step
         except Exception as exc:  # a bug here or in a library: a recorded infra failure, never a lost call
             log.exception("simulating %s failed", call.tool)
@@ -251,6 +299,7 @@ class Simulator:
     async def _step(
         self,
         world: World,
+        task: Task | None,
         tool: ToolSpec,
         state: dict[str, Any],
         window: Sequence[PastCall],
@@ -269,13 +318,13 @@ class Simulator:
         view = state_view(await self.indexes.aindex_of(current), call.arguments, world.simulator.max_state_chars)
         if view.named_chars > world.simulator.max_named_chars:
             return _too_large(world, call, state, view, start)
-        keys = self._cache_keys(world, tool, current, call, seed)
+        keys = self._cache_keys(world, task, tool, current, call, seed)
         if keys is not None and self.cache is not None:
             hit = await self.cache.get(keys[0])
             result = self._check(world, tool, state, current, hit, plan) if hit is not None else None
             if isinstance(result, Step):
                 return _finish(result, call, Usage(), start, 0, cached=True, model=self.backend.model)
-        return await self._simulate(world, tool, state, current, window, call, view, seed, keys, start, plan)
+        return await self._simulate(world, task, tool, state, current, window, call, view, seed, keys, start, plan)
 
     def _answer_schema(self, world: World, tool: ToolSpec, state: State) -> dict[str, Any]:
         """The answer schema of `tool` on a state with `state`'s top-level members, built once per world, tool
@@ -290,16 +339,19 @@ class Simulator:
         return schema
 
     def _cache_keys(
-        self, world: World, tool: ToolSpec, state: State, call: ToolCall, seed: int | None
+        self, world: World, task: Task | None, tool: ToolSpec, state: State, call: ToolCall, seed: int | None
     ) -> tuple[str, str] | None:
         """(this backend's cache key, the replay key any backend may serve) of a seeded call; None unseeded.
-        The state enters by its digest (O(1): a patched state's digest chains its patches' hashes)."""
+        The state enters by its digest (O(1): a patched state's digest chains its patches' hashes); a task's
+        reference by its hash (its prompt differs from the world's)."""
         if seed is None:
             return None
         digest = state.digest
+        own = self._own_prompt(world, task)
+        prompt = world.content_hash if own is None else own
         key, replay_key = (
             cache_key(
-                world_hash=world.content_hash,
+                world_hash=prompt,
                 tool=tool.name,
                 arguments=call.arguments,
                 state_hash=digest,
@@ -314,6 +366,7 @@ class Simulator:
     async def _simulate(
         self,
         world: World,
+        task: Task | None,
         tool: ToolSpec,
         state: dict[str, Any],
         current: State,
@@ -327,7 +380,7 @@ class Simulator:
     ) -> Step:
         """Ask the model, feeding each invalid answer's problem back, up to `max_attempts` times."""
         schema = self._answer_schema(world, tool, current)
-        messages, user = self._messages(world, window, call, view, plan)
+        messages, user = self._messages(world, task, window, call, view, plan)
         usage = Usage()
         last_problem = ""
         for attempt in range(1, self.max_attempts + 1):
@@ -339,7 +392,7 @@ class Simulator:
                 temperature=self.temperature,
                 seed=None if seed is None else seed + attempt - 1,
                 key=keys[1] if keys is not None else None,
-                cache_key=_prompt_cache_key(world),
+                cache_key=_prompt_cache_key(world, self._own_prompt(world, task)),
                 cache_breaks=user.stable,
             )
             try:
@@ -503,9 +556,12 @@ def _too_large(world: World, call: ToolCall, state: dict[str, Any], view: StateV
     return _infra(call, state, "state_too_large", text, Usage(), start, 0, detail=detail)
 
 
-def _prompt_cache_key(world: World) -> str:
-    """The provider prompt-cache key of `world`'s calls: all its episodes share the system block's prefix."""
-    return f"simia-{world.content_hash[:16]}-{PROMPT_VERSION}"
+def _prompt_cache_key(world: World, task_prompt: str | None = None) -> str:
+    """The provider prompt-cache key of `world`'s calls: all its episodes share the system block's prefix; the
+    episodes of a task with a reference share theirs (`task_prompt`: its hash)."""
+    if task_prompt is None:
+        return f"simia-{world.content_hash[:16]}-{PROMPT_VERSION}"
+    return f"simia-{world.content_hash[:16]}-{task_prompt[:12]}-{PROMPT_VERSION}"
 
 
 def _from_state(

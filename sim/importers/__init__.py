@@ -7,6 +7,7 @@ MCP or HTTP (the clients layer reads the listing).
 from __future__ import annotations
 
 from .bootstrap import BootstrapConfig, BootstrapReport, bootstrap, check_task
+from .contamination import NGRAM, EvalSet, drop_overlapping
 from .dialects import upgrade_schema
 from .documents import MAX_SPEC_BYTES, load_spec
 from .imported import ImportedWorld, ReportEntry, normal_modes
@@ -27,11 +28,13 @@ from .tau2 import TAU2_FILE, domain_declarations, run_probe, tau2_hash, world_fr
 
 __all__ = [
     "MAX_SPEC_BYTES",
+    "NGRAM",
     "SEED_FORMATS",
     "TAU2_FILE",
     "TAU2_INSTALL_HINT",
     "BootstrapConfig",
     "BootstrapReport",
+    "EvalSet",
     "ImportedWorld",
     "OperationFilter",
     "ProbeCall",
@@ -46,6 +49,7 @@ __all__ = [
     "check_probe_calls",
     "check_task",
     "domain_declarations",
+    "drop_overlapping",
     "import_openapi",
     "import_seeds",
     "is_read_only",

@@ -13,7 +13,8 @@ whole: nothing is half-written. Per world:
     examples/       the first `max_examples` seeds whose calls fit the tools' schemas, in OpenAI chat format, each
                     named as its task
     tasks.jsonl     one task per seed: the first user turn as instruction, the later user turns as user_hidden,
-                    the seed's calls and final answer as rubric; tag `single-turn` for a seed with one user turn
+                    the seed's calls and final answer as rubric, the seed itself as reference (what the simulator
+                    follows in that task's episodes, Simia-RL); tag `single-turn` for a seed with one user turn
     import_report.json   every conversion, each record skipped after its tools were read, the tool names that
                     another world has with another schema
 
@@ -43,6 +44,7 @@ from pydantic_core import to_json
 from ..errors import ImportSourceError, WorldExistsError
 from ..schema import validate_instance
 from ..world import Task, atomic_write_text, check_target, write_world
+from .contamination import EvalSet
 from .imported import ImportedWorld, ReportEntry, normal_modes, world_name
 from .seeds_formats import FAMILIES, FORMATS, Seed, detect, read_seed
 from .seeds_records import SkipRecord, read_records
@@ -60,7 +62,12 @@ STATE_HINT = (
 )
 MIXED = "mixed formats"
 DUPLICATE = "duplicate of an earlier record"
-BROKEN_EXAMPLE = "its calls break a tool's inputSchema: kept as a task, not as an example"
+OVERLAPS = "overlaps the evaluation set (--exclude)"
+BROKEN_EXAMPLE = "its calls break a tool's inputSchema: kept as a task without a reference, not as an example"
+REFERENCE_CHARS = 100_000
+"""A seed conversation longer than this (as JSON) is not its task's reference: the simulator is shown 32,000 characters
+of a reference (`simia.sim.engine.prompts.REFERENCE_CHARS`), and most of a longer one would be cut."""
+LONG_REFERENCE = f"the conversation is over {REFERENCE_CHARS:,} characters: kept as a task without a reference"
 _TOOLS_CACHE = 1024
 _MAX_CALLS = 40  # calls a rubric lists
 _MAX_LINE = 400  # characters of one call or user turn a task shows
@@ -131,6 +138,7 @@ def import_seeds(
     force: bool = False,
     max_examples: int = 3,
     progress: Callable[[str, int], None] | None = None,
+    exclude: EvalSet | None = None,
 ) -> SeedsImport:
     """Import seed datasets as worlds under `out`, one world per tool set.
 
@@ -141,6 +149,8 @@ def import_seeds(
         force: replace world folders that already exist (all of each).
         max_examples: the most seeds a world keeps as examples (every seed is a task).
         progress: called with (file, records read so far) every 100,000 records.
+        exclude: an evaluation set; a seed whose user turns overlap it (`EvalSet.conversation_overlap`) is skipped
+            and counted under `OVERLAPS`.
 
     Returns:
         What was read, written and skipped; `worlds` is empty (and nothing is written) when no record became a seed.
@@ -168,7 +178,7 @@ def import_seeds(
     try:
         spool = Spool(staging / "spool.sqlite")
         try:
-            result = _Reader(spool, fmt, max_examples, progress).read(files)
+            result = _Reader(spool, fmt, max_examples, progress, exclude).read(files)
             if spool.any_seed():
                 _write(spool, result, folder, staging, force, max_examples)
         finally:
@@ -185,8 +195,16 @@ def import_seeds(
 class _Reader:
     """Reads every file into the spool, counting what it skips."""
 
-    def __init__(self, spool: Spool, fmt: str, max_examples: int, progress: Callable[[str, int], None] | None) -> None:
+    def __init__(
+        self,
+        spool: Spool,
+        fmt: str,
+        max_examples: int,
+        progress: Callable[[str, int], None] | None,
+        exclude: EvalSet | None = None,
+    ) -> None:
         self.spool = spool
+        self.exclude = exclude
         self.fmt = fmt
         self.max_examples = max_examples
         self.progress = progress
@@ -224,6 +242,10 @@ class _Reader:
                 elif found is not None and FAMILIES.get(found, found) != FAMILIES.get(fmt, fmt):
                     raise SkipRecord(MIXED, f"a record in {found} format in a file of {fmt} records")
                 seed = read_seed(fmt, record, self._tools_of)
+                if self.exclude is not None:
+                    shared = self.exclude.conversation_overlap(seed.messages)
+                    if shared:
+                        raise SkipRecord(OVERLAPS, f"a user turn shares {shared!r} with {self.exclude.source}")
                 seeds += self._spool(seed, f"{prefix}-{located.number}", where, (str(path), fmt))
             except SkipRecord as skip:
                 self._skip(skip, where)
@@ -250,6 +272,10 @@ class _Reader:
 
     def _spool(self, seed: Seed, task_id: str, where: str, source: tuple[str, str]) -> int:
         task = _task(seed, task_id)
+        problem = _call_problem(seed)
+        conversation = json.dumps(seed.messages, ensure_ascii=False)
+        if not problem and len(conversation) <= REFERENCE_CHARS:
+            task["reference"] = seed.messages
         try:
             Task.model_validate(task)
         except ValidationError as exc:
@@ -258,11 +284,9 @@ class _Reader:
         changes = set(seed.changes)
         if seed.tools.described != group.described:
             changes.add("a tool's description differs from the world's (the first seen is kept)")
-        example, problem = None, ""
-        if group.examples < self.max_examples:
-            problem = _call_problem(seed)
-            if not problem:
-                example = json.dumps({"messages": seed.messages}, ensure_ascii=False)
+        example = None
+        if group.examples < self.max_examples and not problem:
+            example = json.dumps({"messages": seed.messages}, ensure_ascii=False)
         digest = hashlib.sha256(to_json([seed.tools.key, seed.system, seed.messages])).digest()
         task_text = json.dumps(task, ensure_ascii=False)
         if not self.spool.add(group, digest, task_text, seed.system, example, source):
@@ -271,6 +295,8 @@ class _Reader:
             self.spool.count(group.id, "changed", "seeds", change, where)
         if problem:
             self.spool.count(group.id, "changed", "seeds", BROKEN_EXAMPLE, f"{where}: {problem}")
+        elif "reference" not in task:
+            self.spool.count(group.id, "changed", "seeds", LONG_REFERENCE, f"{where}: {len(conversation):,} characters")
         return 1
 
     def _skip(self, skip: SkipRecord, where: str) -> None:
@@ -421,7 +447,7 @@ def _world(
         report.append(
             ReportEntry("note", "policy", f"{others} seed(s) had another system prompt: it is on their task's rubric")
         )
-    report.append(ReportEntry("note", "state.json", "empty: the seeds carry no database (simia bootstrap drafts one)"))
+    report.append(ReportEntry("note", "state.json", "empty: the seeds carry no database (`simia bootstrap WORLD` drafts one)"))
     report.append(ReportEntry("note", "records", f"what became no world is in ../{REPORT_FILE}"))
     examples: dict[str, dict[str, Any]] = {}
     for task, example in spool.examples(group):

@@ -158,7 +158,7 @@ def load_world(folder: str | Path) -> World:
     state = _load_state(folder, state_schema, issues, limit)
     tools_by_name = {t.name: t for t in tools}
     examples = _load_examples(folder, tools_by_name, declared, issues)
-    tasks = _load_tasks(folder, state, state_schema, issues)
+    tasks = _load_tasks(folder, state, state_schema, issues, tools_by_name, declared)
     _check_groundings([*tools, *user_tools], {**where, **user_where}, head, state, tasks, issues)
     if issues.issues or head is None:
         raise WorldError(name, issues.issues, str(folder))
@@ -407,29 +407,40 @@ def _load_examples(
             issues.pydantic(str(path), "$", exc, Example)
             continue
         before = len(issues.issues)
-        _check_example(example, str(path), tools, declared, issues)
+        _check_conversation(example.messages, str(path), "$.messages", tools, declared, issues)
         if len(issues.issues) == before:
             examples.append(example)
     return examples
 
 
-def _check_example(
-    example: Example, file: str, tools: dict[str, ToolSpec], declared: set[str], issues: IssueCollector
+def _check_conversation(
+    messages: list[dict[str, Any]],
+    file: str,
+    where: str,
+    tools: dict[str, ToolSpec],
+    declared: set[str],
+    issues: IssueCollector,
+    line: int | None = None,
 ) -> None:
-    for i, message in enumerate(example.messages):
+    """Check a conversation in OpenAI chat format (an example's messages, a task's reference): known roles, calls
+    of the world's tools with arguments that fit their inputSchema. `where` is its JSON path in `file`."""
+
+    def add(path: str, message: str, hint: str) -> None:
+        issues.add(file, path, message, hint, line)
+
+    for i, message in enumerate(messages):
         role = message.get("role")
         if role not in {"system", "user", "assistant", "tool", "developer"}:
-            issues.add(
-                file,
-                f"$.messages[{i}].role",
+            add(
+                f"{where}[{i}].role",
                 f"unknown role {role!r}",
                 "use system, user, assistant or tool (OpenAI chat format)",
             )
         for j, call in enumerate(message.get("tool_calls") or []):
-            path = f"$.messages[{i}].tool_calls[{j}].function"
+            path = f"{where}[{i}].tool_calls[{j}].function"
             fn = call.get("function") if isinstance(call, dict) else None
             if not isinstance(fn, dict):
-                issues.add(file, path, "missing 'function'", 'use {"id", "type": "function", "function": {...}}')
+                add(path, "missing 'function'", 'use {"id", "type": "function", "function": {...}}')
                 continue
             tool = tools.get(str(fn.get("name")))
             if tool is None and str(fn.get("name")) in declared:
@@ -437,34 +448,37 @@ def _check_example(
             if tool is None:
                 close = difflib.get_close_matches(str(fn.get("name")), list(tools), n=1)
                 hint = f"did you mean {close[0]!r}?" if close else f"tools: {', '.join(sorted(tools))}"
-                issues.add(file, f"{path}.name", f"calls tool {fn.get('name')!r}, which the world lacks", hint)
+                add(f"{path}.name", f"calls tool {fn.get('name')!r}, which the world lacks", hint)
                 continue
             args = fn.get("arguments", "{}")
             if isinstance(args, str):
                 try:
                     args = json.loads(args)
                 except RecursionError:
-                    issues.add(file, f"{path}.arguments", "arguments nested too deeply", "flatten the arguments")
+                    add(f"{path}.arguments", "arguments nested too deeply", "flatten the arguments")
                     continue
                 except json.JSONDecodeError as exc:
-                    issues.add(
-                        file,
+                    add(
                         f"{path}.arguments",
                         f"arguments are not valid JSON: {exc.msg}",
                         "arguments are a JSON-encoded string of an object",
                     )
                     continue
             for problem in validate_instance(tool.input_schema, args):
-                issues.add(
-                    file,
+                add(
                     f"{path}.arguments",
                     f"breaks {tool.name}'s inputSchema: {problem}",
-                    "make the example's arguments match the tool's inputSchema",
+                    "make the call's arguments match the tool's inputSchema",
                 )
 
 
 def _load_tasks(
-    folder: Path, state: dict[str, Any], state_schema: dict[str, Any] | None, issues: IssueCollector
+    folder: Path,
+    state: dict[str, Any],
+    state_schema: dict[str, Any] | None,
+    issues: IssueCollector,
+    tools: dict[str, ToolSpec],
+    declared: set[str],
 ) -> list[Task]:
     path = folder / "tasks.jsonl"
     if not path.is_file():
@@ -512,6 +526,10 @@ def _load_tasks(
             )
             ok = False
         seen.setdefault(task.id, lineno)
+        if task.reference is not None:
+            before = len(issues.issues)
+            _check_conversation(task.reference, str(path), "$.reference", tools, declared, issues, lineno)
+            ok = ok and len(issues.issues) == before
         for pointer in task.expected_state:
             if not is_json_pointer(pointer):
                 issues.add(

@@ -376,6 +376,12 @@ class Task(_Strict):
     id: str = Field(min_length=1)
     instruction: str = Field(min_length=1, description="What the user wants.")
     user_hidden: str | None = Field(default=None, description="Facts only the simulated user knows.")
+    reference: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="The seed conversation this task comes from, in OpenAI chat format (checked as the world's "
+        "examples are): the simulator follows it instead of the world's examples, as Simia-RL does, and the "
+        "simulated user is given its user turns. Never shown to the agent.",
+    )
     rubric: str | None = Field(default=None, description="What the judge checks.")
     expected_state: dict[str, Any] = Field(
         default_factory=dict,
@@ -578,8 +584,13 @@ class World(_Strict):
             copy.__dict__.pop(name, None)
         return copy
 
+    @cached_property
+    def _tasks_by_id(self) -> dict[str, Task]:
+        return {task.id: task for task in self.tasks}
+
     def task(self, task_id: str) -> Task | None:
-        return next((task for task in self.tasks if task.id == task_id), None)
+        """The task of that id (a dict lookup: a world of seeds has thousands, and each call looks its task up)."""
+        return self._tasks_by_id.get(task_id)
 
 
 def _unique_codes(errors: list[ToolErrorSpec]) -> list[ToolErrorSpec]:

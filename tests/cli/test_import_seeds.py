@@ -162,3 +162,22 @@ def test_the_format_flag_takes_only_the_known_formats(capsys: pytest.CaptureFixt
     assert "invalid choice: 'csv'" in capsys.readouterr().err
     seeds = import_parser()._subparsers._group_actions[0].choices["seeds"]  # type: ignore[union-attr]
     assert next(a for a in seeds._actions if a.dest == "format").choices == SEED_FORMATS
+
+
+def test_exclude_skips_the_seeds_that_overlap_an_evaluation_set_as_the_docs_show(
+    in_repo_copy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    block = re.search(r"^```\n\$ (simia import seeds [^\n]*--exclude[^\n]*)\n(.*?)^```", text, flags=re.M | re.S)
+    assert block is not None, "docs/seeds.md shows no `$ simia import seeds ... --exclude` block"
+
+    assert run(*shlex.split(block.group(1))[3:]) == 0
+
+    assert capsys.readouterr().out.splitlines() == block.group(2).splitlines()
+    assert main(["validate", "worlds/clean"]) == 0
+
+
+def test_an_exclude_file_that_is_missing_is_one_line_and_nothing_written(in_repo_copy: Path) -> None:
+    with pytest.raises(CliError, match=r"no evaluation set at 'eval\.jsonl'"):
+        run("tests/fixtures/seeds/apigen.json", "--exclude", "eval.jsonl", "--out", "worlds/clean")
+    assert not (in_repo_copy / "worlds").exists()

@@ -14,6 +14,7 @@ from simia.sim import load_world
 from simia.sim.backends import CompletionRequest, FunctionBackend, ScriptedBackend
 from simia.sim.errors import BackendRejected
 from simia.sim.judging import Judge
+from simia.sim.wire import TaskInfo
 from simia.testing.mock_world import mock_world_answer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +47,7 @@ async def test_agent_and_user_complete_a_multi_turn_task_and_get_a_verdict(make_
     world = MOCK.model_copy(update={"tasks": [multi_turn]})
     user_backend = FunctionBackend(user_policy)
     async with make_server(judge=Judge(None)) as server:
-        config = RolloutConfig(server=server.url, world=world, tasks=[multi_turn], out=tmp_path)
+        config = RolloutConfig(server=server.url, world=world, tasks=[TaskInfo.of(multi_turn)], out=tmp_path)
         summary = await rollout(config, FunctionBackend(agent_policy), user_backend)
     [result] = summary.results
     assert (result.status, result.reward, result.stop) == ("judged", 1, "user_done")
@@ -212,7 +213,8 @@ async def test_a_seeded_rollout_forwards_seeds_to_every_agent_and_user_model_cal
     multi_turn = task.model_copy(update={"user_hidden": "You need it for pancakes."})
     agent, user = FunctionBackend(agent_policy), FunctionBackend(user_policy)
     async with make_server(judge=Judge(None)) as server:
-        config = RolloutConfig(server=server.url, world=MOCK, tasks=[multi_turn], out=tmp_path, seed=11)
+        tasks = [TaskInfo.of(multi_turn)]
+        config = RolloutConfig(server=server.url, world=MOCK, tasks=tasks, out=tmp_path, seed=11)
         await rollout(config, agent, user)
     seeds = [r.seed for r in agent.requests]
     assert None not in seeds and len(set(seeds)) == len(seeds) == 3  # one per turn, each different

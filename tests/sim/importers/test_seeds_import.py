@@ -85,6 +85,7 @@ def test_an_apigen_seed_becomes_a_task_an_example_and_the_policy(tmp_path: Path)
     assert world.policy.startswith("# Library desk policy\n- Look the member up")  # 2 of 3 records have it
     assert world.initial_state == {}
     assert "starts empty" in (world.simulator.instructions or "")
+    seed = json.loads((folder / "examples" / "apigen-1.json").read_text())["messages"]
     assert lines(folder / "tasks.jsonl")[0] == {
         "id": "apigen-1",
         "instruction": "Hi, I'd like to renew the loan of 'The Left Hand of Darkness'. My member id is M-204.",
@@ -95,7 +96,9 @@ def test_an_apigen_seed_becomes_a_task_an_example_and_the_policy(tmp_path: Path)
         '- renew_loan {"loan_id": "L-88", "weeks": 2}\n'
         "The seed's final answer:\n"
         "Done: loan L-88 is renewed and now due on 2026-03-14.",
+        "reference": seed,  # the seed itself: what the simulator follows in this task's episodes
     }
+    assert world.task("apigen-1").reference == seed  # type: ignore[union-attr]
     variant = lines(folder / "tasks.jsonl")[2]["rubric"]
     assert variant.endswith(
         "judge the agent by it:\n# Library desk policy (weekend)\n- Look the member up before "
@@ -143,7 +146,7 @@ def test_an_apigen_seed_becomes_a_task_an_example_and_the_policy(tmp_path: Path)
             "tool calls got ids (call_1, call_2, ...): the source has none",
         ),
         ("note", "policy", "1 seed(s) had another system prompt: it is on their task's rubric"),
-        ("note", "state.json", "empty: the seeds carry no database (simia bootstrap drafts one)"),
+        ("note", "state.json", "empty: the seeds carry no database (`simia bootstrap WORLD` drafts one)"),
         ("note", "records", f"what became no world is in ../{REPORT_FILE}"),
     ]
 
@@ -330,8 +333,10 @@ def test_examples_are_capped_every_seed_is_a_task_and_a_seed_that_breaks_a_schem
     assert (
         "changed",
         f'1 seed(s), the first at {source}:1: get_ticket: $.ticket_id: 40 is not of type "string"',
-        "its calls break a tool's inputSchema: kept as a task, not as an example",
+        "its calls break a tool's inputSchema: kept as a task without a reference, not as an example",
     ) in report(folder)
+    references = [t.get("reference") is not None for t in lines(folder / "tasks.jsonl")]
+    assert references == [False, True, True]  # a reference is checked against the tools as an example is
 
 
 def test_json_arrays_are_read_element_by_element_across_chunks_and_gzip_is_read_too(tmp_path: Path) -> None:
