@@ -117,6 +117,10 @@ def serve(tmp: Path, tokens: dict[str, str] | None = None, *, owners: dict[str, 
         "warning",
         "--max-live-episodes",
         "100000",
+        "--max-live-episodes-per-principal",
+        "100000",
+        "--max-failed-logins",  # the fuzzer sends wrong tokens by the thousand from one address: each must be a 401
+        "1000000",
     ]
     for name, secret in (tokens or {}).items():
         args += ["--token-for", f"{(owners or {}).get(name, name)}={secret}"]

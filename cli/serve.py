@@ -19,6 +19,7 @@ from simia.clients.prompt import agent_system_prompt
 from simia.server import ServerSettings, SimiaApp, build_server
 from simia.server.ors import OrsApp
 from simia.server.settings import parse_named_token
+from simia.server.slow_clients import timed_h11
 from simia.server.stdio import serve_stdio
 from simia.sim import __version__
 from simia.sim.backends import Backend
@@ -91,6 +92,11 @@ def compose(args: argparse.Namespace, open_store: Callable[[argparse.Namespace],
             max_sessions_per_principal=args.max_sessions_per_principal,
             max_live_episodes_per_principal=args.max_live_episodes_per_principal,
             max_real_sessions=args.max_real_sessions,
+            max_failed_logins=args.max_failed_logins,
+            max_transcript_bytes=args.max_transcript_bytes,
+            ws_idle_timeout=args.ws_idle_timeout,
+            header_timeout=args.header_timeout,
+            body_timeout=args.body_timeout,
             public_url=args.public_url,
             ors_port=args.ors_port,
             tune_gc=True,
@@ -166,7 +172,8 @@ def _serve(args: argparse.Namespace) -> int:
     worlds = app.service.worlds
     if args.transport == "stdio":
         return _stdio(app, next(iter(worlds)), args)
-    config = uvicorn.Config(app, host=args.host, port=args.port, **_UVICORN)
+    timed = timed_h11(app.settings.header_timeout, app.settings.body_timeout)  # slow clients are cut off
+    config = uvicorn.Config(app, host=args.host, port=args.port, **_UVICORN, http=timed)
     sockets, port = None, args.port
     if args.port == 0:  # listening now: the banner names the port the system picked, and a client that read it
         sockets = [config.bind_socket()]  # there waits in the backlog until uvicorn accepts
@@ -187,7 +194,8 @@ def _serve(args: argparse.Namespace) -> int:
     if args.ors_port is not None:
         print(f"  ORS (Open Reward Standard): http://{args.host}:{args.ors_port} (every world is an environment)")
         ors_app = OrsApp(app.service, app.settings, app.drain, system_prompt=agent_system_prompt, rewards=app.rewards)
-        ors = Listener(uvicorn.Config(ors_app, host=args.host, port=args.ors_port, **_UVICORN, lifespan="off"))
+        ors_config = uvicorn.Config(ors_app, host=args.host, port=args.ors_port, **_UVICORN, lifespan="off", http=timed)
+        ors = Listener(ors_config)
     print(f"  auth: {auth}; metrics: {base}/metrics", flush=True)
     DrainingServer(config, app, args.drain_timeout, ors).run(sockets)
     return 0
@@ -384,6 +392,37 @@ def register(sub: Any) -> None:
         type=positive,
         default=2_500,
         help="cap on one token's ORS and OpenEnv sessions; over it, its own idle sessions make room, else 429 (2500)",
+    )
+    p.add_argument(
+        "--max-failed-logins",
+        type=positive,
+        default=5,
+        help="wrong bearer tokens one client address may send in 60 s; each further one is a 429 with Retry-After "
+        "(a correct token is never slowed) (5)",
+    )
+    p.add_argument(
+        "--max-transcript-bytes",
+        type=positive,
+        default=1_000_000,
+        help="refuse (413) a posted transcript larger than this, as JSON, before the judge reads it (1000000)",
+    )
+    p.add_argument(
+        "--ws-idle-timeout",
+        type=_seconds,
+        default=600.0,
+        help="close an OpenEnv WebSocket silent this many seconds; one whose episode went idle closes with it (600)",
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=_seconds,
+        default=10.0,
+        help="seconds a client may take to send a request's headers, on every listener; then it is disconnected (10)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=_seconds,
+        default=30.0,
+        help="seconds a client may take to send a request's body after its headers; then it is disconnected (30)",
     )
     p.add_argument(
         "--max-real-sessions",

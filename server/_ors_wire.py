@@ -23,6 +23,7 @@ from starlette.responses import StreamingResponse
 
 from ._body import read_body
 from .errors import BadRequest
+from .requests import refuse_duplicate_keys
 from .step_rewards import META_PROGRESS
 
 __all__ = [
@@ -233,9 +234,16 @@ def openai_transcript(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def parse(request: Request, model: type[M]) -> M:
+    """The body as `model`, strictly: a JSON value of the wrong type (`"7"` or `true` for a seed) is refused, never
+    converted, and so is a key given twice in one object.
+
+    Raises:
+        BadRequest: naming the field (or the repeated key).
+    """
     raw = await read_body(request)
+    refuse_duplicate_keys(raw)
     try:
-        return model.model_validate_json(raw if raw.strip() else b"{}")
+        return model.model_validate_json(raw if raw.strip() else b"{}", strict=True)
     except ValidationError as exc:
         raise BadRequest(problems(exc)) from None
 

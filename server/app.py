@@ -107,7 +107,7 @@ class SimiaApp:
         )
         self.rewards = StepRewards(self.service)
         """The step rewards of the episodes' calls: one tracker per episode, shared by MCP, OpenEnv and ORS."""
-        openenv = OpenEnv(self.service, self.settings, self.rewards)
+        self.openenv = OpenEnv(self.service, self.settings, self.rewards)
         self.mcp = McpEndpoints(
             self.service,
             security,
@@ -129,7 +129,7 @@ class SimiaApp:
             Mount("/episodes/{episode_id}", app=episode_gate),
             Mount("/worlds/{world}", app=WorldGate(self.mcp.world_app, self.mcp)),
             Mount("/nemo-gym/{world}", app=NemoGym(self.service).routes),
-            Mount("/openenv/{world}", app=openenv.routes),
+            Mount("/openenv/{world}", app=self.openenv.routes),
         ]
         inner = Starlette(
             routes=routes,
@@ -190,6 +190,7 @@ class SimiaApp:
             if abandoned:
                 log.info("marked %d idle episode(s) abandoned", len(abandoned))
                 self.mcp.forget(set(abandoned))
+                await self.openenv.abandoned(set(abandoned))  # their idle WebSockets close
                 for episode_id in abandoned:
                     self.rewards.forget(episode_id)
 
@@ -255,10 +256,7 @@ class SimiaApp:
                 hash=w.content_hash,
                 policy=w.policy,
                 tools=[t.mcp_dict() for t in w.tools],
-                tasks=[
-                    TaskInfo(id=t.id, instruction=t.instruction, user_hidden=t.user_hidden, persona=t.persona)
-                    for t in w.tasks
-                ],
+                tasks=[TaskInfo.of(t) for t in w.tasks],
                 mcp_url=f"{base}/worlds/{w.name}/mcp",
             )
             for w in self.service.worlds.values()

@@ -8,6 +8,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydantic_core import to_json
 from simia.sim.engine import Simulator
 from simia.sim.judging import EpisodeView, Judge
 from simia.sim.perturbation import Perturbation
@@ -16,7 +17,7 @@ from simia.sim.storage import Store
 from simia.sim.world import Parked, Side, State, World, apply_patch, apply_patches, parked_patches
 
 from .calls import CallPipeline
-from .errors import BadRequest, Conflict, NotFound, Overloaded, TooManyEpisodes
+from .errors import BadRequest, Conflict, NotFound, Overloaded, PayloadTooLarge, TooManyEpisodes
 from .live import LiveEpisodes
 from .metrics import Metrics
 from .real_tools import RealTools
@@ -262,9 +263,16 @@ class EpisodeService:
         has committed and before any later one runs (which then finds the episode ended), so the judged
         transcript holds every call the episode acknowledged.
 
+        A posted `transcript` (not one `transcript_of` builds from the server's own record) over
+        `settings.max_transcript_bytes` of JSON is refused before anything is read or judged: the judge's request
+        is bounded by what the server chose, not by what a client sent.
+
         Raises:
             Conflict: the episode was ended before with another transcript or other tokens.
+            PayloadTooLarge: a posted transcript over `max_transcript_bytes`.
         """
+        if transcript is not None:
+            self._check_transcript_size(transcript)
         entry = self._live.entry(episode_id)
         entry.users += 1
         try:
@@ -301,6 +309,19 @@ class EpisodeService:
         if was_active:
             self.metrics.live -= 1
         return await self.get(episode_id, principal)
+
+    def _check_transcript_size(self, transcript: list[dict[str, Any]]) -> None:
+        cap = self.settings.max_transcript_bytes
+        try:
+            size = len(to_json(transcript))
+        except ValueError:  # no JSON can carry it: the store refuses it later, with its own message
+            return
+        if size > cap:
+            raise PayloadTooLarge(
+                f"the transcript is {size} bytes of JSON, over the limit of {cap} (--max-transcript-bytes {cap}); "
+                "send a shorter one (the judge reads the recorded calls and state changes whatever the transcript "
+                "says), or raise --max-transcript-bytes"
+            )
 
     async def sweep_idle(self) -> list[str]:
         """Abandon the idle episodes (of every replica: the store's update is global and each id is returned to

@@ -6,7 +6,8 @@ ApiError
 ├── NotFound        404  unknown episode or world (also: another principal's episode)
 ├── Conflict        409  the episode is not active
 │   └── EpisodeClosed      a call on an ended or abandoned episode (each protocol says how it starts the next)
-├── PayloadTooLarge 413  a request body over the limit (read no further)
+├── PayloadTooLarge 413  a request body (or a posted transcript) over its limit (read no further)
+├── UnsupportedMediaType 415  an API POST body that is not `application/json`
 └── Overloaded      503  too many live episodes
 
 Two more 503s come from outside this tree, in the same body shape and with `Retry-After`: `database_unavailable`
@@ -33,6 +34,7 @@ __all__ = [
     "PayloadTooLarge",
     "TooManyEpisodes",
     "Unauthorized",
+    "UnsupportedMediaType",
     "http_error",
     "route_errors",
 ]
@@ -86,6 +88,13 @@ class EpisodeClosed(Conflict):
 class PayloadTooLarge(ApiError):
     status = 413
     code = "payload_too_large"
+
+
+class UnsupportedMediaType(ApiError):
+    """A body the API cannot read as JSON by its declared type: the API's POST routes take `application/json` only."""
+
+    status = 415
+    code = "unsupported_media_type"
 
 
 class Overloaded(ApiError):

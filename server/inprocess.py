@@ -10,6 +10,8 @@ from typing import Any
 
 import uvicorn
 
+from .slow_clients import timed_h11
+
 __all__ = ["free_port", "serving"]
 
 
@@ -22,9 +24,14 @@ def free_port() -> int:
 
 @contextlib.asynccontextmanager
 async def serving(app: Any, port: int | None = None) -> AsyncIterator[int]:
-    """Run an ASGI app with uvicorn on 127.0.0.1 (a free port by default) in this event loop; yields the port."""
+    """Run an ASGI app with uvicorn on 127.0.0.1 (a free port by default) in this event loop; yields the port. A
+    simia app (one with `settings`) gets its header and body deadlines (`simia.server.slow_clients`)."""
     port = port or free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1)
+    settings = getattr(app, "settings", None)
+    http = timed_h11(settings.header_timeout, settings.body_timeout) if settings is not None else "auto"
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1, http=http
+    )
     server = uvicorn.Server(config)
     # The host program owns its signals: uvicorn's own Ctrl-C handling would stop this server under the program
     # (a rollout then failed its remaining runs against a dead server) instead of interrupting the program.

@@ -1,10 +1,14 @@
-"""The ASGI middlewares in front of the API: the guard (DNS-rebinding checks, then the bearer token -> principal),
-the shortcut that sends a tool call straight to its episode's MCP endpoint, and the split that gives `/ui` to the
-viewer's own app."""
+"""The ASGI middlewares in front of the API: the guard (DNS-rebinding checks, then the bearer token -> principal, with
+failed authentication slowed per client address), the shortcut that sends a tool call straight to its episode's MCP
+endpoint, and the split that gives `/ui` to the viewer's own app."""
 
 from __future__ import annotations
 
+import math
 import re
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
 from urllib.parse import quote
 
 from starlette.responses import RedirectResponse
@@ -14,7 +18,43 @@ from .responses import error_response
 from .settings import ServerSettings
 from .ui import PUBLIC_PATHS, cookie_token
 
-__all__ = ["EpisodeMcpShortcut", "Guard", "ViewerSplit"]
+__all__ = ["FAILED_LOGINS", "FAILED_LOGINS_WINDOW_S", "EpisodeMcpShortcut", "FailedLogins", "Guard", "ViewerSplit"]
+
+FAILED_LOGINS = 5
+"""How many failed authentications one client address may make in `FAILED_LOGINS_WINDOW_S` before the next is a 429."""
+FAILED_LOGINS_WINDOW_S = 60.0
+
+
+class FailedLogins:
+    """The failed authentications (a wrong token: a missing one guesses nothing) of each client address in the last
+    `window` seconds: past `limit`, a further failure is answered 429 with Retry-After (a guesser gets `limit` tries
+    a window). A correct token is never counted nor slowed. At most `max_addresses` addresses are remembered (the
+    least recently failed go first)."""
+
+    def __init__(
+        self,
+        limit: int = FAILED_LOGINS,
+        window: float = FAILED_LOGINS_WINDOW_S,
+        *,
+        max_addresses: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit, self.window, self.max_addresses, self.clock = limit, window, max_addresses, clock
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def failed(self, address: str) -> int:
+        """Count a failure of `address`; the seconds it must wait before its next try is answered (0: none)."""
+        now = self.clock()
+        times = self._failures.pop(address, None) or deque()
+        while times and times[0] <= now - self.window:
+            times.popleft()
+        times.append(now)
+        self._failures[address] = times
+        while len(self._failures) > self.max_addresses:
+            self._failures.popitem(last=False)
+        if len(times) <= self.limit:
+            return 0
+        return max(1, math.ceil(times[-self.limit] + self.window - now))  # then `limit - 1` remain: room for one
 
 
 def _host_allowed(value: str | None, patterns: list[str]) -> bool:
@@ -26,9 +66,10 @@ def _host_allowed(value: str | None, patterns: list[str]) -> bool:
 class Guard:
     """Outermost middleware: Host/Origin checks (DNS rebinding), then the bearer token -> principal."""
 
-    def __init__(self, app: ASGIApp, settings: ServerSettings) -> None:
+    def __init__(self, app: ASGIApp, settings: ServerSettings, logins: FailedLogins | None = None) -> None:
         self.app = app
         self.settings = settings
+        self.logins = logins if logins is not None else FailedLogins(settings.max_failed_logins)
         self.hosts = settings.hosts()
         self.origins = settings.origins()
 
@@ -54,6 +95,14 @@ class Guard:
         principal = ""
         path: str = scope["path"]
         if self.settings.requires_token and path != "/healthz" and not path.startswith(PUBLIC_PATHS):
+            given = sum(1 for k, _ in scope["headers"] if k.lower() == b"authorization")
+            if given > 1:  # never resolved to one of them: a proxy and the server could read different tokens
+                await error_response(
+                    400,
+                    "duplicate_authorization",
+                    f"the request carries {given} Authorization headers (or X-API-Key headers); send one",
+                )(scope, receive, send)
+                return
             auth = headers.get("authorization", "")
             token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
             presented = token.encode("latin-1")  # the header's own bytes
@@ -65,6 +114,18 @@ class Guard:
                 await RedirectResponse(f"/ui/login?next={quote(path, safe='/')}", status_code=303)(scope, receive, send)
                 return
             if found is None:
+                client = scope.get("client")
+                wait = self.logins.failed(str(client[0]) if client else "") if token else 0  # a wrong token
+                if wait:
+                    response = error_response(
+                        429,
+                        "too_many_failed_logins",
+                        f"more than {self.logins.limit} failed authentications from this address in "
+                        f"{self.logins.window:g} s; retry in {wait} s with a token given to simia serve --token",
+                    )
+                    response.headers["Retry-After"] = str(wait)
+                    await response(scope, receive, send)
+                    return
                 message = "missing bearer token" if not token else "unknown bearer token"
                 response = error_response(
                     401,

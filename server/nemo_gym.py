@@ -12,14 +12,14 @@
 The rollout's tools are the episode's own MCP endpoint (`/episodes/{id}/mcp` on the same server): `url_path` is
 relative to the resource server's URL (`../../episodes/{id}/mcp`), which is how the clients join it
 (`resources_url + "/" + url_path`, dot segments resolved by their URL parsers). A repeated tool call is answered from
-its committed event by that endpoint (its MCP session and JSON-RPC id); a repeated `/verify` answers the stored
-verdict (an episode is judged once); a verdict with no usable reward (a judge error, an infrastructure failure, a
-fabricated transcript) is a 422 `reward_masked`, never a silent 0, so the trainer drops the rollout.
+its committed event by that endpoint (its MCP session and JSON-RPC id); a repeated `/verify` with the same response
+answers the stored verdict (an episode is judged once), and one with another response is a 409; a verdict with no
+usable reward (a judge error, an infrastructure failure, a fabricated transcript) is a 422 `reward_masked`, never a
+silent 0, so the trainer drops the rollout.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -74,7 +74,6 @@ class NemoGym:
 
     def __init__(self, service: EpisodeService) -> None:
         self.service = service
-        self._locks: dict[str, asyncio.Lock] = {}
         self.routes = Router(
             routes=[
                 Route("/seed_session", self.seed_session, methods=["POST"]),
@@ -128,23 +127,15 @@ class NemoGym:
         return JSONResponse({**echoed, **fields, "reward": reward, "episode_id": episode_id})
 
     async def _end_once(self, episode_id: str, principal: str, transcript: list[dict[str, Any]]) -> EpisodeRecord:
-        """End and judge the episode with `transcript`, unless it was judged already (a repeated `/verify`, or an
-        end through the API): then its stored verdict stands and the new transcript is not stored."""
-        lock = self._locks.setdefault(episode_id, asyncio.Lock())
+        """End and judge the episode with `transcript`, once: a repeated `/verify` with the same response (or an end
+        through the API with the same transcript) answers the stored verdict; another response is a 409
+        (`Conflict`), as `POST /v1/episodes/{id}/end` answers, so a rollout can never be judged on a second try."""
         try:
-            async with lock:
-                episode = await self.service.get(episode_id, principal)
-                if episode.verdict is not None:
-                    return episode
-                try:
-                    return await self.service.end(episode_id, principal, transcript)
-                except (StoreUnavailable, ApiError):
-                    raise
-                except SimiaError as exc:
-                    raise BadRequest(str(exc)) from None
-        finally:
-            if not lock.locked() and self._locks.get(episode_id) is lock:
-                del self._locks[episode_id]
+            return await self.service.end(episode_id, principal, transcript)
+        except (StoreUnavailable, ApiError):
+            raise
+        except SimiaError as exc:
+            raise BadRequest(str(exc)) from None
 
 
 def response_transcript(params: dict[str, Any], response: dict[str, Any]) -> list[dict[str, Any]]:

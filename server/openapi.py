@@ -38,7 +38,8 @@ __all__ = ["ERROR_STATUSES", "OPERATIONS", "Operation", "QueryParam", "openapi_d
 REF = "#/components/schemas/{model}"
 
 ERROR_STATUSES: dict[int, str] = {
-    400: "Malformed JSON, an unknown, missing or invalid field, or a bad query value (the message names it)",
+    400: "Malformed JSON (a key given twice included), an unknown, missing or invalid field, a bad query value (the "
+    "message names it), or two Authorization headers",
     401: "Missing or unknown bearer token",
     403: "Origin not allowed (DNS-rebinding protection)",
     404: "Unknown episode or world (also: another principal's episode), or a list filter naming a world or task that "
@@ -49,8 +50,9 @@ ERROR_STATUSES: dict[int, str] = {
     421: "Host not allowed (DNS-rebinding protection)",
     422: "The episode was judged, but its verdict has no usable reward (a NeMo Gym `/verify`: drop the rollout)",
     426: "A plain HTTP request on a WebSocket's path: open it with a WebSocket client",
-    429: "The caller's own limit of live episodes (`--max-live-episodes-per-principal`) is reached; "
-    "`Retry-After` says when to retry",
+    415: "A body that is not `application/json` (send it with `Content-Type: application/json`)",
+    429: "The caller's own limit of live episodes (`--max-live-episodes-per-principal`) is reached, or this address "
+    "sent too many wrong tokens (`--max-failed-logins`); `Retry-After` says when to retry",
     503: "Too many live episodes, the database cannot be written (disk full, read-only), or the server is "
     "draining to shut down; `Retry-After` says when to retry",
 }
@@ -100,7 +102,7 @@ class Operation:
 
 
 _EPISODE_ID = "episode_id"
-_BODY_ERRORS = (400, 413)
+_BODY_ERRORS = (400, 413, 415)
 OPERATIONS: tuple[Operation, ...] = (
     Operation("get", "/healthz", "health", "Liveness and the number of served worlds", Health, public=True),
     Operation("get", "/openapi.json", "openapi", "This document", content="application/json"),
@@ -551,7 +553,7 @@ def openapi_document(
     for op in OPERATIONS:
         render = {"mcp": _mcp_operation, "trainer": _trainer_operation, "websocket": _trainer_operation}
         spec = render.get(op.kind, _api_operation)(op)
-        statuses = sorted({*op.errors, *_GUARD, *((401,) if requires_token and not op.public else ())})
+        statuses = sorted({*op.errors, *_GUARD, *((401, 429) if requires_token and not op.public else ())})
         for status in statuses:
             if op.kind in ("api", "trainer", "websocket") or str(status) not in spec["responses"]:
                 spec["responses"][str(status)] = _error_response(status)

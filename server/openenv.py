@@ -24,6 +24,7 @@ session) is answered from its committed event.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -45,10 +46,10 @@ from starlette.routing import Match, Route, Router, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ._body import MAX_BODY, read_body
+from ._body import MAX_BODY
 from .episodes import EpisodeService
 from .errors import ApiError, BadRequest, Conflict, EpisodeClosed, NotFound
-from .requests import parse_body
+from .requests import json_body, parse_body
 from .sessions import SessionBook, TooManySessions
 from .settings import ServerSettings
 from .step_rewards import META_PROGRESS, StepRewards
@@ -205,6 +206,7 @@ class OpenEnv:
             idle=lambda session: not session.attached and session.episode_id is None,
         )
         self._hosts, self._origins = settings.hosts(), settings.origins()
+        self._sockets: dict[WebSocket, _Session] = {}  # the open WebSockets, and the session each serves
         self.routes = Router(
             routes=[
                 Route("/reset", self.http_reset, methods=["POST"]),
@@ -282,9 +284,9 @@ class OpenEnv:
             EndEpisode(transcript=transcript)
         except ValueError as exc:
             raise BadRequest(f"end: {_problem(exc)}") from None
-        episode = await self.service.get(episode_id, principal)
-        if episode.verdict is None:  # judged once: a repeated end answers the stored verdict
-            episode = await self._end_episode(episode_id, principal, transcript)
+        # judged once: a repeated end with the same transcript (or none) answers the stored verdict, one with another
+        # transcript is a `Conflict` (409), as `POST /v1/episodes/{id}/end` answers
+        episode = await self._end_episode(episode_id, principal, transcript)
         self.rewards.forget(episode_id)
         verdict = episode.verdict
         reward = verdict.training_reward() if verdict is not None else None
@@ -322,6 +324,17 @@ class OpenEnv:
             return OpenEnvState().model_dump()
         episode = await self.service.get(episode_id, principal)
         return OpenEnvState(episode_id=episode.id, step_count=episode.seq).model_dump()
+
+    async def abandoned(self, episode_ids: set[str]) -> int:
+        """Close the WebSockets whose episode the idle sweep abandoned (1001, saying why): a socket holds no episode
+        nobody uses. Returns how many were closed."""
+        closed = 0
+        for websocket, session in list(self._sockets.items()):
+            if session.episode_id in episode_ids:
+                with contextlib.suppress(RuntimeError):  # it closed meanwhile
+                    await websocket.close(code=1001, reason="its episode was abandoned after the idle timeout")
+                    closed += 1
+        return closed
 
     def _open_session(self, world: str, principal: str) -> _Session:
         session = _Session("os_" + secrets.token_urlsafe(24), principal, world)
@@ -505,7 +518,7 @@ class OpenEnv:
 
     async def http_mcp(self, request: Request) -> Response:
         world = self._world(request.path_params.get("world"))
-        raw = await read_body(request)
+        raw = await json_body(request)
         try:
             message = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
@@ -523,6 +536,8 @@ class OpenEnv:
             return None
         if not self.settings.requires_token:
             return ""
+        if len(headers.getlist("authorization")) > 1:  # never resolved to one of them, as the HTTP guard refuses it
+            return None
         auth = headers.get("authorization", "")
         token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
         return self.settings.principal_for(token.encode("latin-1")) if token else None
@@ -559,9 +574,11 @@ class OpenEnv:
             session = await self._socket_session(websocket, world, principal)
             if session is None:
                 return
+        self._sockets[websocket] = session
         try:
             await self._serve_socket(websocket, session)
         finally:
+            self._sockets.pop(websocket, None)
             if requested:
                 session.attached = False
                 if session.closing:
@@ -573,7 +590,7 @@ class OpenEnv:
 
     async def _serve_socket(self, websocket: WebSocket, session: _Session) -> None:
         while True:
-            message = await _receive(websocket)
+            message = await _receive(websocket, self.settings.ws_idle_timeout)
             if message is None:
                 return
             if not isinstance(message, dict):
@@ -625,13 +642,15 @@ class OpenEnv:
         session = await self._socket_session(websocket, world, principal)
         if session is None:
             return
+        self._sockets[websocket] = session
         try:
             while True:
-                message = await _receive(websocket)
+                message = await _receive(websocket, self.settings.ws_idle_timeout)
                 if message is None:
                     return
                 await websocket.send_text(to_json(await self._rpc(message, world, principal, session)).decode())
         finally:
+            self._sockets.pop(websocket, None)
             await self._close_session(session)
             with contextlib.suppress(RuntimeError):
                 await websocket.close()
@@ -696,11 +715,16 @@ def _allowed(value: str | None, patterns: list[str]) -> bool:
     return any(value == p or (p.endswith(":*") and value.startswith(p[:-1])) for p in patterns)
 
 
-async def _receive(websocket: WebSocket) -> Any:
-    """The next message, parsed (None when the client went away); a bad one is answered with an error frame."""
+async def _receive(websocket: WebSocket, idle: float) -> Any:
+    """The next message, parsed (None when the client went away, or sent nothing for `idle` seconds: then the socket
+    is closed, 1001 with the reason); a bad one is answered with an error frame."""
     while True:
         try:
-            frame = await websocket.receive()
+            frame = await asyncio.wait_for(websocket.receive(), idle)
+        except TimeoutError:
+            with contextlib.suppress(RuntimeError):
+                await websocket.close(code=1001, reason=f"idle for {idle:g} s (--ws-idle-timeout)")
+            return None
         except (WebSocketDisconnect, RuntimeError):
             return None
         if frame["type"] == "websocket.disconnect":

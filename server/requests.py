@@ -1,8 +1,11 @@
 """Request bodies of the HTTP API as wire models: parsed strictly, and every problem a 400 whose message names the
-field, what it must be and what was sent (for an unknown field, the allowed ones)."""
+field, what it must be and what was sent (for an unknown field, the allowed ones). A body is `application/json`
+(415 otherwise) and names each key of an object once (400 naming the key otherwise: a JSON parser keeps the last of
+two, another one the first, so two readers of one body could disagree on what it says)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -10,9 +13,9 @@ from simia.sim.wire import CreateEpisode, EndEpisode, ForkEpisode
 from starlette.requests import Request
 
 from ._body import MAX_BODY, read_body
-from .errors import BadRequest
+from .errors import BadRequest, UnsupportedMediaType
 
-__all__ = ["MAX_JSON_BODY", "no_query", "parse_body"]
+__all__ = ["MAX_JSON_BODY", "json_body", "no_query", "parse_body", "refuse_duplicate_keys"]
 
 MAX_JSON_BODY = MAX_BODY
 M = TypeVar("M", bound=BaseModel)
@@ -35,15 +38,71 @@ async def parse_body(request: Request, model: type[M]) -> M:
     (`"12"` or `true` for an integer) is refused, never converted.
 
     Raises:
-        BadRequest: any problem, in a message that names the field (a query string too: see `no_query`).
+        BadRequest: any problem, in a message that names the field (a query string too: see `no_query`), or a key
+            given twice in one object.
         PayloadTooLarge: a body over `MAX_JSON_BODY`.
+        UnsupportedMediaType: a body that is not `application/json`.
     """
     no_query(request)
-    raw = await read_body(request, MAX_JSON_BODY)
+    raw = await json_body(request, MAX_JSON_BODY)
     try:
         return model.model_validate_json(raw if raw.strip() else b"{}", strict=True)
     except ValidationError as exc:
         raise BadRequest(_validation_message(exc)) from None
+
+
+async def json_body(request: Request, limit: int = MAX_BODY) -> bytes:
+    """The body of an API POST, read no further than `limit`: declared `application/json` (an empty body may declare
+    nothing), and with no key twice in one object.
+
+    Raises:
+        UnsupportedMediaType: another Content-Type, or a body without one (checked before the body is read).
+        BadRequest: a key given twice in one object (`refuse_duplicate_keys`).
+        PayloadTooLarge: a body over `limit`.
+    """
+    declared = request.headers.get("content-type")
+    if declared is not None and declared.split(";", 1)[0].strip().lower() != "application/json":
+        raise UnsupportedMediaType(_SEND_JSON.format(what=f"Content-Type {declared[:100]!r}"))
+    raw = await read_body(request, limit)
+    if declared is None and raw.strip():
+        raise UnsupportedMediaType(_SEND_JSON.format(what="a body without a Content-Type"))
+    refuse_duplicate_keys(raw)
+    return raw
+
+
+_SEND_JSON = "{what} is not accepted: send the body as JSON with 'Content-Type: application/json' (curl: --json BODY)"
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _DuplicateKey(key)
+        found[key] = value
+    return found
+
+
+def refuse_duplicate_keys(raw: bytes) -> None:
+    """Refuse a JSON body in which one object names a key twice (a body that is not JSON passes: the parser that
+    reads it next says what is wrong).
+
+    Raises:
+        BadRequest: naming the key.
+    """
+    if b'"' not in raw:
+        return
+    try:
+        json.loads(raw, object_pairs_hook=_unique_pairs)
+    except _DuplicateKey as exc:
+        key = exc.key if len(exc.key) <= 100 else exc.key[:100] + "..."
+        raise BadRequest(f"request body gives the key {key!r} twice in one object; give each key once") from None
+    except (ValueError, RecursionError):
+        return
 
 
 def _validation_message(exc: ValidationError) -> str:

@@ -84,6 +84,16 @@ class ServerSettings:
         max_sessions: cap on open handshake-era MCP sessions per endpoint kind, and on ORS sessions.
         max_sessions_per_principal: cap on one principal's ORS sessions, and on its OpenEnv sessions: over it (or
             over the server's cap) only its own idle sessions make room (`simia.server.sessions`), else 429.
+        max_failed_logins: how many wrong bearer tokens one client address may send in 60 s before each further one
+            is a 429 with Retry-After (a correct token is never slowed).
+        max_transcript_bytes: the most bytes (as JSON) of a transcript posted to end an episode, on every protocol;
+            over it the end is refused (413) before the judge reads anything.
+        ws_idle_timeout: seconds an OpenEnv WebSocket may stay silent before the server closes it (its episode
+            is ended as closing the socket ends it); a socket whose episode the idle sweep abandoned closes at once.
+        header_timeout: seconds a client may take to send a request's headers, on every listener; past it the
+            connection is closed (a client trickling headers holds no connection).
+        body_timeout: seconds a client may leave a request body without sending more of it; past it the request
+            is answered 408 and the connection closed.
         max_real_sessions: cap on open sessions with worlds' real servers (one per episode that called a tool
             routed `real`; a command server is a process each); past it, such a call fails until an episode ends.
         public_url: the base URL put in `mcp_url` (default: the request's own base URL).
@@ -112,6 +122,11 @@ class ServerSettings:
     max_sessions_per_principal: int = 2_500
     max_live_episodes_per_principal: int = 5_000
     max_real_sessions: int = 64
+    max_failed_logins: int = 5
+    max_transcript_bytes: int = 1_000_000
+    ws_idle_timeout: float = 600.0
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
     public_url: str | None = None
     ors_port: int | None = None
     tune_gc: bool = False

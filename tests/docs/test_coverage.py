@@ -95,6 +95,8 @@ NOT_RUN = {
     "simia import seeds tests/fixtures/seeds/apigen.json tests/fixtures/seeds/xlam.json tests/fixtures/seeds/bad.jsonl "
     "--out worlds/seeds": "tests/cli/test_import_seeds.py runs it as written and compares its output with the page's",
     "simia validate worlds/seeds": "tests/cli/test_import_seeds.py validates the worlds the page's import writes",
+    "simia import seeds tests/fixtures/seeds/apigen.json --exclude tests/fixtures/seeds/eval_test.jsonl "
+    "--out worlds/clean": "tests/cli/test_import_seeds.py runs it as written and compares its output with the page's",
     "simia fidelity tool_specs/retail --against-declarations --calls-from examples --backend local": (
         "the embedded model, minutes a call; tests/clients/test_fidelity_declared.py runs it (local_model)"
     ),
@@ -249,6 +251,8 @@ FULL_SIZE = "minutes at full size, with targets; " + QUICK
 INLINE_NOT_RUN = {
     "python bench/schema_validity.py 8": QUICK,
     "python bench/tau2.py --python /opt/tau2/bin/python": FULL_SIZE,
+    "python bench/tau2_differential.py --python /opt/tau2/bin/python": FULL_SIZE,
+    "simia import seeds": NAMES_ONLY,
     "simia import tau2": NAMES_ONLY,
     "simia import tau2 telecom": NAMES_ONLY,
     "simia rollout --curriculum": NAMES_ONLY,
@@ -262,6 +266,7 @@ INLINE_NOT_RUN = {
         "world folder, and with a --worlds-dir world that differs"
     ),
     "simia synth --batch": BATCHED,
+    "simia synth --exclude FILE": "tests/cli/test_synth_exclude.py runs it on the mock world with a scripted model",
     "simia serve --process-judge": NAMES_ONLY,
     "simia judge --batch": BATCHED,
     "make install": "installs a venv; " + MAKE_CHECKED,

@@ -238,11 +238,17 @@ async def test_a_huge_streamed_body_is_refused_without_being_read_whole(live: Li
     assert await live.snapshot() == before
 
 
-async def test_any_content_type_is_read_as_json(live: Live) -> None:
-    """Lenient on purpose: `curl -d` sends a form content type with a JSON body."""
-    for kind in ("text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin-1"):
+async def test_a_body_is_read_as_json_only_when_it_says_it_is_json(live: Live) -> None:
+    """`curl -d` sends a form content type with a JSON body: a 415 that says to send JSON (`curl --json`), never a
+    guess at what the body is; a charset parameter is fine."""
+    for kind in ("text/plain", "application/x-www-form-urlencoded"):
         response = await live.http.post("/v1/episodes", content=b'{"world": "mock"}', headers={"content-type": kind})
-        assert response.status_code == 201, kind
+        assert response.status_code == 415, kind
+        assert "Content-Type: application/json" in response.json()["error"]["message"]
+    response = await live.http.post(
+        "/v1/episodes", content=b'{"world": "mock"}', headers={"content-type": "application/json; charset=latin-1"}
+    )
+    assert response.status_code == 201
 
 
 async def test_a_valid_transcript_in_every_documented_shape_is_still_accepted(live: Live) -> None:

@@ -73,7 +73,14 @@ async def test_bad_requests_get_json_errors_that_say_what_to_fix(
     make_server: Any, method: str, path: str, body: Any, status: int, message: str
 ) -> None:
     async with make_server() as server, httpx.AsyncClient(base_url=server.url) as http:
-        kwargs = {"content": body} if isinstance(body, bytes) else {"json": body} if body is not None else {}
+        json_type = {"content-type": "application/json"}
+        kwargs = (
+            {"content": body, "headers": json_type}
+            if isinstance(body, bytes)
+            else {"json": body}
+            if body is not None
+            else {}
+        )
         response = await http.request(method, path, **kwargs)
     assert response.status_code == status
     assert message in response.json()["error"]["message"]

@@ -55,7 +55,7 @@ async def test_another_principals_episode_is_a_404_on_every_route_that_takes_an_
         for method, path in scoped:
             url = path.replace("{episode_id}", bobs["id"])
             body = BODIES.get((method, path))
-            headers = {**HEADERS.get(path, {}), **ALICE}
+            headers = {"content-type": "application/json", **HEADERS.get(path, {}), **ALICE}
             response = await http.request(
                 method.upper(), url, headers=headers, content=None if body is None else json.dumps(body)
             )

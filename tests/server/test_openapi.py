@@ -86,14 +86,14 @@ def test_each_api_route_documents_its_error_statuses_with_the_error_body() -> No
     }
     assert statuses == {
         ("get", "/healthz"): [403, 421, 503],  # 503 on every route: a draining server
-        ("get", "/openapi.json"): [401, 403, 421, 503],
-        ("get", "/metrics"): [401, 403, 421, 503],
-        ("get", "/v1/worlds"): [401, 403, 421, 503],
-        ("get", "/v1/episodes"): [400, 401, 403, 404, 421, 503],
-        ("post", "/v1/episodes"): [400, 401, 403, 404, 413, 421, 503],
-        ("get", "/v1/episodes/{episode_id}"): [401, 403, 404, 421, 503],
-        ("post", "/v1/episodes/{episode_id}/fork"): [400, 401, 403, 404, 413, 421, 503],
-        ("post", "/v1/episodes/{episode_id}/end"): [400, 401, 403, 404, 409, 413, 421, 503],
+        ("get", "/openapi.json"): [401, 403, 421, 429, 503],  # 429: too many wrong tokens from one address
+        ("get", "/metrics"): [401, 403, 421, 429, 503],
+        ("get", "/v1/worlds"): [401, 403, 421, 429, 503],
+        ("get", "/v1/episodes"): [400, 401, 403, 404, 421, 429, 503],
+        ("post", "/v1/episodes"): [400, 401, 403, 404, 413, 415, 421, 429, 503],
+        ("get", "/v1/episodes/{episode_id}"): [401, 403, 404, 421, 429, 503],
+        ("post", "/v1/episodes/{episode_id}/fork"): [400, 401, 403, 404, 413, 415, 421, 429, 503],
+        ("post", "/v1/episodes/{episode_id}/end"): [400, 401, 403, 404, 409, 413, 415, 421, 429, 503],
     }
     error = {"$ref": "#/components/schemas/ErrorBody"}
     for item in document["paths"].values():

@@ -135,7 +135,7 @@ async def test_bad_input_repeats_and_other_principals_get_protocol_errors_and_no
     """The protocol's bad input: an unknown task, or a row without `responses_create_params`, opens nothing; an
     unknown tool and bad arguments are the tool's `isError` results (recorded); `/verify` without the cookie, or
     with a malformed response, is a 400 and leaves the episode open; bob cannot verify alice's episode (404); a
-    second `/verify` answers the stored verdict (judged once, the first transcript kept); a call after the end is
+    second `/verify` with another response is a 409 (judged once, the first transcript kept); a call after the end is
     refused; a transcript that claims a call the server never ran is a 422, never a 0."""
     async with simia(tmp_path) as served, served.http() as alice, served.http(BOB) as bob:
         base = f"{served.url}/nemo-gym/mock"
@@ -212,7 +212,7 @@ async def test_bad_input_repeats_and_other_principals_get_protocol_errors_and_no
         {"role": "assistant", "content": "Done."},
     )
     assert ended["verdict"]["transcript_mismatches"] == []
-    assert again.status_code == 200 and again.json()["reward"] == 1.0 and again.json()["response"] == other
+    assert again.status_code == 409 and again.json()["error"]["code"] == "conflict"  # judged once, on the first
     assert (final["verdict"], final["transcript"], final["ended_at"]) == (
         ended["verdict"],
         ended["transcript"],
