@@ -447,7 +447,8 @@ def _world(
         report.append(
             ReportEntry("note", "policy", f"{others} seed(s) had another system prompt: it is on their task's rubric")
         )
-    report.append(ReportEntry("note", "state.json", "empty: the seeds carry no database (`simia bootstrap WORLD` drafts one)"))
+    empty = "empty: the seeds carry no database (`simia bootstrap WORLD` drafts one)"
+    report.append(ReportEntry("note", "state.json", empty))
     report.append(ReportEntry("note", "records", f"what became no world is in ../{REPORT_FILE}"))
     examples: dict[str, dict[str, Any]] = {}
     for task, example in spool.examples(group):
