@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -16,10 +18,30 @@ __all__ = ["free_port", "serving"]
 
 
 def free_port() -> int:
-    """A 127.0.0.1 port nobody listens on now (the kernel's choice: it may be taken again before it is bound)."""
-    with socket.socket() as s:
+    """A 127.0.0.1 port nobody uses now, drawn below the kernel's ephemeral range (`ip_local_port_range`, 32768-60999
+    on Linux): a port the kernel picks for `bind(0)` comes from the range it also gives outgoing connections, and
+    under load one of those took it between the choice and the server's bind ("Address already in use"). It may
+    still be taken before it is bound, rarely."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = 10_000 + secrets.randbelow(max(low - 10_000, 1))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # nothing free below the range: the kernel's choice
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 where it cannot be read)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
 
 
 @contextlib.asynccontextmanager

@@ -186,7 +186,8 @@ async def test_http_routes_answer_bad_input_and_other_principals_with_errors_and
             bobs_call = await bob.post(
                 "/openenv/mock/mcp", json=rpc("tools/call", name="list_items", session_id=session["session_id"])
             )
-            parse_error = await alice.post("/openenv/mock/mcp", content=b"{not json")
+            json_type = {"content-type": "application/json"}  # another type is a 415 before any parse
+            parse_error = await alice.post("/openenv/mock/mcp", content=b"{not json", headers=json_type)
             no_method = await alice.post("/openenv/mock/mcp", json=rpc("tools/fly"))
             tools = await alice.post("/openenv/mock/mcp", json=rpc("tools/list"))
             schema, metadata = await alice.get("/openenv/mock/schema"), await alice.get("/openenv/mock/metadata")
