@@ -15,12 +15,9 @@ calls see, valid and invalid arguments alike. Every sequence runs
 Per domain it prints the sequences, calls, answers that disagree (text not byte-equal, or the error flag), final
 states that disagree (tau2's hash of simia's final state against tau2's own), the disagreement rate (of calls and
 final states together), calls that asked the model, the calls per tool (and how many were errors in tau2), and the
-first disagreements: tool, arguments, both texts from where they part. Two kinds are counted on lines of their own:
-answers that differ only in how non-ASCII text is written (tau2's `json.dumps` escapes it as \\uXXXX, simia's answers
-keep the characters: the engine's rendering, no declaration's); and the disagreements of a sequence that agrees up
-to and with a call tau2 answers with an error although the call changed its database (found by rerunning the
-sequences that part in tau2 with its hash taken around every call), shown with that call: simia's errors change
-nothing, so no declaration can follow tau2 there.
+first disagreements: tool, arguments, both texts from where they part. Every difference counts: the imported
+worlds write JSON as tau2's `json.dumps` does (`simulator.ascii_json`), and a call tau2 answers with an error after
+changing its database is declared as such (a precondition's `effects`).
 
     python bench/tau2_differential.py --python /opt/tau2/bin/python [--domains retail airline] [--seed 0]
         [--sequences 200] [--calls 10] [--show 8] [--quick]
@@ -41,7 +38,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,10 +53,9 @@ DOMAINS = ("retail", "airline")
 SHOWN = 8  # disagreements printed per domain (`--show`)
 
 # The tau2 side: a script run with tau2's interpreter (standard library and tau2 only). JSON in on stdin
-# ({"domain", "sequences": [[call, ...], ...], "trace"}), JSON out on stdout: per sequence each answer's text and
-# error flag, the final database's hash, and the records that differ from the base database (to name what a state
-# disagreement is about); traced, each answer also says whether the call changed the database ("wrote": a hash
-# before and after every call, too slow for every sequence).
+# ({"domain", "sequences": [[call, ...], ...]}), JSON out on stdout: per sequence each answer's text and error flag,
+# the final database's hash, and the records that differ from the base database (to name what a state disagreement
+# is about).
 _TAU2_RUNNER = r"""
 import contextlib, importlib, json, sys
 
@@ -98,11 +93,8 @@ def main():
                 message = tool_call(
                     id="s%dc%d" % (n, i), name=call["tool"], arguments=call["arguments"], requestor="assistant"
                 )
-                before = env.get_db_hash() if request.get("trace") else None
                 answer = env.get_response(message)
                 answers.append({"text": answer.content, "error": bool(answer.error)})
-                if before is not None:
-                    answers[-1]["wrote"] = env.get_db_hash() != before
             final = env.tools.db.model_dump(mode="json")
             results.append({"answers": answers, "hash": env.get_db_hash(), "changed": changed(base, final)})
     json.dump({"results": results}, out)
@@ -112,15 +104,14 @@ main()
 """
 
 
-def run_tau2(python: str, domain: str, sequences: list[list[Call]], *, trace: bool = False) -> list[dict[str, Any]]:
-    """Every sequence in real tau2, in one subprocess; `trace`: each answer says whether its call changed the
-    database."""
+def run_tau2(python: str, domain: str, sequences: list[list[Call]]) -> list[dict[str, Any]]:
+    """Every sequence in real tau2, in one subprocess."""
     with tempfile.TemporaryDirectory(prefix="simia-tau2-diff-") as tmp:
         script = Path(tmp) / "tau2_differential_runner.py"
         script.write_text(_TAU2_RUNNER)
         done = subprocess.run(
             [python, "-I", str(script)],
-            input=json.dumps({"domain": domain, "sequences": sequences, "trace": trace}),
+            input=json.dumps({"domain": domain, "sequences": sequences}),
             capture_output=True,
             text=True,
             cwd=tmp,  # never inside simia's sim/importers, whose tau2.py and mcp.py would shadow tau2's modules
@@ -160,7 +151,6 @@ class DomainResult:
     sequences: int = 0
     calls: int = 0
     answer_disagreements: int = 0
-    escape_only: int = 0
     state_disagreements: int = 0
     model_calls: int = 0
     tau2_seconds: float = 0.0
@@ -169,9 +159,6 @@ class DomainResult:
     errors_per_tool: Counter[str] = field(default_factory=Counter)
     disagreeing_tools: Counter[str] = field(default_factory=Counter)
     shown: list[str] = field(default_factory=list)
-    partial_writes: int = 0  # sequences that part only after a call tau2 answers with an error yet writes in
-    after_partial_write: int = 0  # their disagreements (answers and final states), not counted above
-    partial_shown: list[str] = field(default_factory=list)
     not_declared: str = ""
 
     def line(self) -> str:
@@ -185,24 +172,14 @@ class DomainResult:
         )
 
 
-def _escaped(text: str) -> str:
-    """`text` with each non-ASCII character written as JSON's \\uXXXX escape, as tau2's answers write them (its
-    `json.dumps` keeps `ensure_ascii`)."""
-    return "".join(c if ord(c) < 128 else json.dumps(c)[1:-1] for c in text)
-
-
 def compare(
     sequences: list[list[Call]],
     tau2: list[dict[str, Any]],
     simia: list[SimiaRun],
     result: DomainResult,
     show: int,
-    wrote_on_error: Mapping[int, int] | None = None,
 ) -> None:
-    """Count into `result` what the two sides answered and left. `wrote_on_error` maps a sequence to its first call
-    that tau2 answered with an error although the call changed its database (a traced run's): when the sequence
-    agrees up to and with that call, its later disagreements are counted apart, since a simia error changes nothing
-    (a failing precondition writes nothing) and what follows parts for that reason alone."""
+    """Count into `result` what the two sides answered and left."""
     for number, (calls, theirs, ours) in enumerate(zip(sequences, tau2, simia, strict=True)):
         result.sequences += 1
         parted: list[tuple[int | None, str]] = []  # (the call's index, None for the final state; how it is shown)
@@ -215,9 +192,6 @@ def compare(
             result.model_calls += source != "state"
             if text == answer["text"] and is_error == answer["error"]:
                 continue
-            if _escaped(text) == answer["text"] and is_error == answer["error"]:
-                result.escape_only += 1
-                continue
             theirs_shown, ours_shown = _around(answer["text"], text)
             parted.append(
                 (
@@ -229,18 +203,6 @@ def compare(
             )
         if tau2_hash(ours.state) != theirs["hash"]:
             parted.append((None, f"sequence {number} final state: {_first_difference(ours.state, theirs['changed'])}"))
-        at = (wrote_on_error or {}).get(number)
-        if parted and at is not None and all(index is None or index > at for index, _ in parted):
-            result.partial_writes += 1
-            result.after_partial_write += len(parted)
-            if len(result.partial_shown) < show:
-                text = theirs["answers"][at]["text"]
-                result.partial_shown.append(
-                    f"sequence {number} call {at} {_call_shown(calls[at], 1200)}"
-                    f"\n      tau2 answers {text[:150]!r} (simia too) and changes its database; "
-                    f"{len(parted)} disagreement(s) after it, the first: {parted[0][1]}"
-                )
-            continue
         for index, shown in parted:
             if index is None:
                 result.state_disagreements += 1
@@ -253,36 +215,6 @@ def compare(
 
 def _call_shown(call: Call, limit: int = 400) -> str:
     return f"{call['tool']} {json.dumps(call['arguments'], ensure_ascii=False)[:limit]}"
-
-
-def _disagrees(theirs: dict[str, Any], ours: SimiaRun) -> bool:
-    """Whether a sequence parts anywhere (an answer, beyond escaping, or the final state)."""
-    answers = zip(theirs["answers"], ours.answers, strict=True)
-    return tau2_hash(ours.state) != theirs["hash"] or any(
-        _escaped(text) != _escaped(answer["text"]) or is_error != answer["error"]
-        for answer, (text, is_error, _) in answers
-    )
-
-
-def wrote_on_error(
-    python: str, domain: str, sequences: list[list[Call]], tau2: list[dict[str, Any]], simia: list[SimiaRun]
-) -> dict[int, int]:
-    """The sequences that part and hold a tau2 error, each with its first call that tau2 answered with an error
-    although the call changed tau2's database (those sequences rerun in tau2, traced); the others are left out."""
-    suspects = [
-        n
-        for n, (theirs, ours) in enumerate(zip(tau2, simia, strict=True))
-        if any(a["error"] for a in theirs["answers"]) and _disagrees(theirs, ours)
-    ]
-    if not suspects:
-        return {}
-    traced = run_tau2(python, domain, [sequences[n] for n in suspects], trace=True)
-    found: dict[int, int] = {}
-    for n, run in zip(suspects, traced, strict=True):
-        at = next((i for i, a in enumerate(run["answers"]) if a["error"] and a["wrote"]), None)
-        if at is not None:
-            found[n] = at
-    return found
 
 
 def _around(theirs: str, ours: str, width: int = 150) -> tuple[str, str]:
@@ -345,8 +277,7 @@ def run_domain(settings: Settings, domain: str, folder: Path) -> DomainResult:
     started = time.perf_counter()
     simia = asyncio.run(run_simia(world, sequences))
     result.simia_seconds = time.perf_counter() - started
-    partial = wrote_on_error(settings.python, domain, sequences, tau2, simia)
-    compare(sequences, tau2, simia, result, settings.show, partial)
+    compare(sequences, tau2, simia, result, settings.show)
     return result
 
 
@@ -354,17 +285,6 @@ def report(result: DomainResult) -> None:
     print(result.line())
     if result.not_declared:
         return
-    if result.escape_only:
-        print(
-            f"  and {result.escape_only} answers that differ from tau2's only in escaping non-ASCII text (tau2 writes "
-            "\\uXXXX, simia the character): the engine's rendering (sim/records.py result_text), not counted above"
-        )
-    if result.partial_writes:
-        print(
-            f"  and {result.after_partial_write} disagreements in {result.partial_writes} sequence(s) that part only "
-            "after a call tau2 answers with an error although it changed its database: simia's error answers change "
-            "nothing (a failing precondition writes nothing, sim/engine/grounded.py), not counted above"
-        )
     print(f"  tau2 {result.tau2_seconds:.1f} s, simia {result.simia_seconds:.1f} s (all sequences, one process each)")
     print(f"  {'tool':<32} {'calls':>6} {'errors':>7} {'disagree':>9}")
     for tool in sorted(result.per_tool):
@@ -374,8 +294,6 @@ def report(result: DomainResult) -> None:
         )
     for line in result.shown:
         print("  disagreement:", line)
-    for line in result.partial_shown:
-        print("  after a partial write:", line)
 
 
 def main(argv: list[str] | None = None) -> int:
